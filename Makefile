@@ -1,0 +1,57 @@
+# Yoyaku: `make run` and `make test` are all a fresh machine needs (Python 3.11).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+PORT ?= 8000
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: help install run migrate test test-postgres lint format bench clean
+
+help:
+	@echo "make run    - install, migrate, create demo accounts, start web + worker + watcher"
+	@echo "make test   - the test suite (SQLite; PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set)"
+	@echo "make lint   - ruff check, ruff format --check, mypy"
+	@echo "make bench  - the benchmarks in bench/ (BENCH=upload to run one)"
+
+$(STAMP): requirements/base.txt requirements/dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements/dev.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: $(STAMP)
+	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py migrate --noinput
+
+run: migrate
+	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py bootstrap
+	@echo
+	@echo "  API:     http://127.0.0.1:$(PORT)/api/   (Authorization: Bearer <token above>)"
+	@echo "  Docs:    http://127.0.0.1:$(PORT)/api/docs/"
+	@echo "  Admin:   http://127.0.0.1:$(PORT)/admin/   (admin / password above)"
+	@echo "  Pages:   http://127.0.0.1:$(PORT)/submit/  /jobs/  /leaderboard/  /review/"
+	@echo "  Health:  http://127.0.0.1:$(PORT)/healthz"
+	@echo
+	DEBUG=$${DEBUG:-true} PORT=$(PORT) $(BIN)/honcho -f Procfile.dev start
+
+test: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py $(BENCH)
+
+clean:
+	rm -rf $(VENV) .test-db.sqlite3* .test-media .pytest_cache .mypy_cache .ruff_cache staticfiles

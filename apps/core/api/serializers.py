@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+
+class UserSerializer(serializers.Serializer[Any]):
+    """A user as every response shows one: `{"id", "username"}`."""
+
+    id = serializers.IntegerField(read_only=True)
+    username = serializers.CharField(read_only=True)
+
+
+class MeSerializer(UserSerializer):
+    is_staff = serializers.BooleanField(read_only=True)
+    is_reviewer = serializers.SerializerMethodField()
+
+    def get_is_reviewer(self, user: Any) -> bool:
+        return bool(user.has_perm("review.can_review"))
+
+
+class ErrorSerializer(serializers.Serializer[Any]):
+    """The one error body of the whole API."""
+
+    success = serializers.BooleanField(default=False)
+    code = serializers.CharField(help_text="Machine-readable error code.")
+    error = serializers.CharField(help_text="Human-readable message.")
+    fields = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="Per-field messages, on validation errors.",
+    )

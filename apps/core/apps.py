@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class CoreConfig(AppConfig):
+    name = "apps.core"
+    label = "core"
+    verbose_name = "Platform"
+
+    def ready(self) -> None:
+        from apps.core import periodic  # noqa: F401 - registers the periodic tasks

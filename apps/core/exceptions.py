@@ -1,0 +1,72 @@
+"""Domain errors: what services raise, and what the API renders as the SPEC's error body."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+
+class DomainError(Exception):
+    """A refusal with a machine code, an HTTP status and a human message.
+
+    Services raise subclasses; they never import DRF. The API's exception handler renders
+    `{"success": false, "code": code, "error": message, **extra}` with `http_status`, plus
+    `headers` (e.g. `Retry-After`).
+    """
+
+    code: str = "error"
+    http_status: int = HTTPStatus.BAD_REQUEST
+    default_message: str = "The request could not be completed."
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.message = message or self.default_message
+        self.extra: dict[str, Any] = extra or {}
+        self.headers: dict[str, str] = headers or {}
+        super().__init__(self.message)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+class InvalidRequest(DomainError):
+    """Input that fails validation; `fields` maps a field name to its messages."""
+
+    code = "invalid_request"
+    http_status = HTTPStatus.BAD_REQUEST
+    default_message = "The request is invalid."
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        fields: dict[str, list[str]] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        merged = dict(extra or {})
+        if fields is not None:
+            merged["fields"] = fields
+        super().__init__(message, extra=merged)
+
+
+class NotFound(DomainError):
+    code = "not_found"
+    http_status = HTTPStatus.NOT_FOUND
+    default_message = "Not found."
+
+
+class PermissionDenied(DomainError):
+    code = "permission_denied"
+    http_status = HTTPStatus.FORBIDDEN
+    default_message = "You do not have permission to perform this action."
+
+
+class InvalidTransition(DomainError):
+    code = "invalid_transition"
+    http_status = HTTPStatus.CONFLICT
+    default_message = "This state change is not allowed."

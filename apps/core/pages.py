@@ -1,0 +1,44 @@
+"""The bundled web pages. They only render templates: all data comes from the API (session
+auth + CSRF), so no logic is implemented twice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.mixins import LoginRequiredMixin, PermissionRequiredMixin
+from django.views.generic import TemplateView
+
+
+class SubmitPage(LoginRequiredMixin, TemplateView):
+    template_name = "pages/submit.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context["max_mb"] = settings.MAX_UPLOAD_FILE_SIZE // (1024 * 1024)
+        context["retry_delay_ms"] = settings.PAGES_RETRY_BASE_DELAY_MS
+        context["poll_ms"] = settings.PAGES_POLL_INTERVAL_MS
+        return context
+
+
+class JobsPage(LoginRequiredMixin, TemplateView):
+    template_name = "pages/jobs.html"
+
+
+class JobDetailPage(LoginRequiredMixin, TemplateView):
+    template_name = "pages/job_detail.html"
+
+
+class LeaderboardPage(TemplateView):
+    template_name = "pages/leaderboard.html"
+
+
+class ReviewPage(PermissionRequiredMixin, TemplateView):
+    template_name = "pages/review.html"
+    permission_required = "review.can_review"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        # Renew the claim well before it expires.
+        context["extend_ms"] = int(max(1.0, float(settings.REVIEW_CLAIM_TTL) / 3) * 1000)
+        return context

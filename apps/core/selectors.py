@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Model, QuerySet
+
+from apps.core.exceptions import NotFound, PermissionDenied
+from apps.core.models import Heartbeat
+
+M = TypeVar("M", bound=Model)
+
+
+def heartbeat_get(*, name: str) -> Heartbeat | None:
+    return Heartbeat.objects.filter(name=name).first()
+
+
+def owned_get(
+    queryset: QuerySet[M],
+    *,
+    lookup: dict[str, Any],
+    user: AbstractBaseUser | AnonymousUser | None,
+    label: str,
+    owner_attr: str = "owner_id",
+    for_update: bool = False,
+) -> M:
+    """The one object matching `lookup`, owned by `user` when given.
+
+    NotFound when there is none (also for a key containing NUL, which PostgreSQL cannot even
+    compare), PermissionDenied for another user's object — never its data. `user=None` is an
+    operator: no ownership check. With `for_update` the row is locked until the transaction
+    ends (call inside `transaction.atomic()`).
+    """
+    shown = next(iter(lookup.values()), "")
+    if any("\x00" in str(value) for value in lookup.values()):
+        raise NotFound(f"{label} {shown!r} not found.")
+    if for_update:
+        queryset = queryset.select_for_update(of=("self",))
+    obj = queryset.filter(**lookup).first()
+    if obj is None:
+        raise NotFound(f"{label} {shown} not found.")
+    if user is not None and getattr(obj, owner_attr) != user.pk:
+        raise PermissionDenied(f"This {label.lower()} belongs to another user.")
+    return obj

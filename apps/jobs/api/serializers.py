@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.validators import ProhibitNullCharactersValidator
+from rest_framework import serializers
+
+from apps.jobs.models import Job, JobStatus
+
+
+class RawCharField(serializers.CharField):
+    """A CharField that leaves NUL and whitespace to the service, which has its own error code."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+        self.validators = [
+            v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)
+        ]
+
+
+class JobSubmitInputSerializer(serializers.Serializer[Any]):
+    submission_id = serializers.CharField(max_length=64)
+    config = serializers.JSONField(
+        required=False,
+        help_text="Job configuration (a JSON object); `resource_class` picks the job's cost.",
+    )
+    idempotency_key = RawCharField(
+        required=False,
+        allow_blank=True,
+        help_text="1-256 printable ASCII characters, no whitespace. Or the Idempotency-Key "
+        "header (both given and different: 400 idempotency_key_mismatch).",
+    )
+    idempotency_ttl_hours = serializers.IntegerField(
+        required=False, min_value=1, max_value=168, help_text="How long the key lives (hours)."
+    )
+    reservation_id = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=64,
+        help_text="An active reservation of yours, consumed by the new job.",
+    )
+
+    def validate_config(self, value: Any) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("Must be a JSON object.")
+        return value
+
+
+class JobSubmitOutputSerializer(serializers.Serializer[Any]):
+    success = serializers.BooleanField(default=True)
+    job_id = serializers.CharField()
+    status = serializers.ChoiceField(choices=JobStatus.choices)
+    idempotent_hit = serializers.BooleanField()
+    quota_warnings = serializers.ListField(child=serializers.CharField())
+    cost_limit_warning = serializers.CharField(allow_null=True)
+
+
+class JobReplayOutputSerializer(serializers.Serializer[Any]):
+    success = serializers.BooleanField(default=True)
+    job_id = serializers.CharField()
+    status = serializers.ChoiceField(
+        choices=JobStatus.choices, help_text="The job's current status."
+    )
+    idempotent_hit = serializers.BooleanField()
+
+
+class JobOutputSerializer(serializers.ModelSerializer[Job]):
+    job_id = serializers.CharField(source="id", read_only=True)
+    submission_id = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Job
+        fields = (
+            "job_id",
+            "submission_id",
+            "status",
+            "resource_class",
+            "cost",
+            "config",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+        )
+        read_only_fields = fields
+
+
+class JobListQuerySerializer(serializers.Serializer[Any]):
+    status = serializers.ChoiceField(choices=JobStatus.choices, required=False)
+
+
+class JobLogsOutputSerializer(serializers.Serializer[Any]):
+    job_id = serializers.CharField()
+    status = serializers.ChoiceField(choices=JobStatus.choices)
+    logs = serializers.CharField(
+        allow_blank=True, help_text="The grader's captured output (capped), empty until it ran."
+    )
+    error = serializers.CharField(allow_blank=True)

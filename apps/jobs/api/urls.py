@@ -1,0 +1,10 @@
+from django.urls import URLPattern, URLResolver, path
+
+from apps.jobs.api.views import JobCancelApi, JobDetailApi, JobListCreateApi, JobLogsApi
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("jobs/", JobListCreateApi.as_view(), name="jobs"),
+    path("jobs/<str:job_id>/", JobDetailApi.as_view(), name="job-detail"),
+    path("jobs/<str:job_id>/cancel/", JobCancelApi.as_view(), name="job-cancel"),
+    path("jobs/<str:job_id>/logs/", JobLogsApi.as_view(), name="job-logs"),
+]

@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.core.api.schema import error_responses
+from apps.jobs.api.serializers import (
+    JobListQuerySerializer,
+    JobLogsOutputSerializer,
+    JobOutputSerializer,
+    JobReplayOutputSerializer,
+    JobSubmitInputSerializer,
+    JobSubmitOutputSerializer,
+)
+from apps.jobs.selectors import job_get, job_list
+from apps.jobs.services import idempotency_key_resolve, job_cancel, job_submit
+
+_SUBMIT_400 = (
+    "`invalid_request` (with `fields`), `invalid_idempotency_key`, `idempotency_key_mismatch`, "
+    "`missing_files` (with `missing_files`)."
+)
+_SUBMIT_409 = (
+    "`idempotency_request_in_progress` (retry with the same key), `invalid_transition` (the "
+    "submission is not a draft), `duplicate_in_flight`, `reservation_not_active`."
+)
+_SUBMIT_429 = (
+    "`quota_exceeded`, `rate_limited` (with a `Retry-After` header), `cost_limit_exceeded`."
+)
+
+
+class JobListCreateApi(APIView):
+    """List your jobs, or enqueue a job for one of your draft submissions."""
+
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="jobs_list",
+        parameters=[JobListQuerySerializer],
+        responses={200: JobOutputSerializer(many=True), **error_responses(400)},
+    )
+    def get(self, request: Request) -> Response:
+        query = JobListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        jobs = job_list(user=request.user, status=query.validated_data.get("status"))
+        return Response(JobOutputSerializer(jobs, many=True).data)
+
+    @extend_schema(
+        operation_id="jobs_submit",
+        request=JobSubmitInputSerializer,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                required=False,
+                description="Alternative to the body's `idempotency_key`.",
+            )
+        ],
+        responses={
+            201: OpenApiResponse(JobSubmitOutputSerializer, description="A new job."),
+            200: OpenApiResponse(
+                JobReplayOutputSerializer,
+                description="Replay of the key's job (header `Idempotent-Replayed: true`).",
+            ),
+            **error_responses(
+                400,
+                403,
+                404,
+                409,
+                415,
+                422,
+                429,
+                _400=_SUBMIT_400,
+                _409=_SUBMIT_409,
+                _429=_SUBMIT_429,
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = JobSubmitInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values: dict[str, Any] = data.validated_data
+        key = idempotency_key_resolve(
+            body_key=values.get("idempotency_key"),
+            header_key=request.headers.get("Idempotency-Key"),
+        )
+        result = job_submit(
+            user=request.user,  # type: ignore[arg-type]
+            submission_id=values["submission_id"],
+            config=values.get("config"),
+            reservation_id=values.get("reservation_id") or None,
+            idempotency_key=key,
+            idempotency_ttl_hours=values.get("idempotency_ttl_hours"),
+        )
+        if not result.created:
+            body = {
+                "success": True,
+                "job_id": result.job.pk,
+                "status": result.job.status,
+                "idempotent_hit": True,
+            }
+            return Response(body, status=HTTPStatus.OK, headers={"Idempotent-Replayed": "true"})
+        body = {
+            "success": True,
+            "job_id": result.job.pk,
+            "status": result.job.status,
+            "idempotent_hit": False,
+            "quota_warnings": result.quota_warnings,
+            "cost_limit_warning": result.cost_limit_warning,
+        }
+        return Response(body, status=HTTPStatus.CREATED)
+
+
+class JobDetailApi(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="jobs_retrieve",
+        responses={200: JobOutputSerializer, **error_responses(403, 404)},
+    )
+    def get(self, request: Request, job_id: str) -> Response:
+        job = job_get(job_id=job_id, user=request.user)
+        return Response(JobOutputSerializer(job).data)
+
+
+class JobCancelApi(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="jobs_cancel",
+        request=None,
+        responses={
+            200: JobOutputSerializer,
+            **error_responses(
+                403, 404, 409, _409="`invalid_transition`: the job already finished."
+            ),
+        },
+    )
+    def post(self, request: Request, job_id: str) -> Response:
+        job = job_cancel(job_id=job_id, user=request.user)  # type: ignore[arg-type]
+        return Response(JobOutputSerializer(job).data)
+
+
+class JobLogsApi(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="jobs_logs",
+        responses={200: JobLogsOutputSerializer, **error_responses(403, 404)},
+    )
+    def get(self, request: Request, job_id: str) -> Response:
+        job = job_get(job_id=job_id, user=request.user)
+        return Response(
+            {"job_id": job.pk, "status": job.status, "logs": job.logs, "error": job.error}
+        )

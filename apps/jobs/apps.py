@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class JobsConfig(AppConfig):
+    name = "apps.jobs"
+    label = "jobs"
+
+    def ready(self) -> None:
+        from apps.jobs import cleanup  # noqa: F401 - registers the `keys` cleanup kind

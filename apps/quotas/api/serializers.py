@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from apps.quotas.models import Reservation, ReservationState
+
+
+class ReservationTtlInputSerializer(serializers.Serializer[Any]):
+    ttl_seconds = serializers.IntegerField(
+        required=False,
+        min_value=10,
+        help_text="Seconds the slot is held (default QUOTA_RESERVATION_TTL = 300; "
+        "10 to QUOTA_RESERVATION_MAX_TTL = 3600).",
+    )
+
+    def validate_ttl_seconds(self, value: int) -> int:
+        maximum = int(settings.QUOTA_RESERVATION_MAX_TTL)
+        if value > maximum:
+            raise serializers.ValidationError(
+                f"Ensure this value is less than or equal to {maximum}."
+            )
+        return value
+
+
+class ReservationOutputSerializer(serializers.Serializer[Any]):
+    reservation_id = serializers.CharField(source="id")
+    state = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    job_id = serializers.CharField(allow_blank=True, help_text="The job that consumed it.")
+
+    @extend_schema_field(serializers.ChoiceField(choices=ReservationState.choices))
+    def get_state(self, reservation: Reservation) -> ReservationState:
+        now = self.context.get("now") or timezone.now()
+        return reservation.state_at(now)
+
+
+class QuotaMeOutputSerializer(serializers.Serializer[Any]):
+    max_concurrent_jobs = serializers.IntegerField()
+    active_jobs = serializers.IntegerField()
+    active_reservations = serializers.IntegerField()
+    available_slots = serializers.IntegerField()
+    max_jobs_per_day = serializers.IntegerField()
+    jobs_last_24h = serializers.IntegerField()
+    monthly_cost_limit = serializers.FloatField(allow_null=True)
+    cost_this_month = serializers.FloatField()
+    warnings = serializers.ListField(child=serializers.CharField())

@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class QuotasConfig(AppConfig):
+    name = "apps.quotas"
+    label = "quotas"
+
+    def ready(self) -> None:
+        from apps.quotas import cleanup  # noqa: F401 - registers the `reservations` cleanup kind

@@ -1,0 +1,233 @@
+"""Writes to quotas: policies, reservations and job admission, all on one per-user lock.
+
+Every decision that counts a user's slots (reserve a slot, admit a job) runs inside a
+transaction that first locks the user's `QuotaPolicy` row (`quota_policy_lock`). On
+PostgreSQL that is a row lock; on SQLite the IMMEDIATE transaction already holds the database's
+write lock. Counting and inserting are therefore serialized per user, and no concurrency can
+push a user past a limit. Freeing a slot (release, job finished) needs no policy lock: it only
+lowers the count.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from apps.quotas.exceptions import (
+    CostLimitExceeded,
+    QuotaExceeded,
+    RateLimited,
+    ReservationNotActive,
+)
+from apps.quotas.models import QuotaPolicy, Reservation, ReservationState
+from apps.quotas.selectors import (
+    cost_warning,
+    format_number,
+    quota_limits,
+    quota_usage,
+    quota_warnings,
+    rate_limit_retry_after,
+    reservation_active_q,
+    reservation_get,
+)
+
+
+def quota_policy_lock(*, user: AbstractBaseUser) -> QuotaPolicy:
+    """The user's policy row, created if missing, locked until the transaction ends.
+
+    Must be called inside `transaction.atomic()`. This lock serializes everything that counts
+    or changes a user's quota (PostgreSQL row lock; SQLite's IMMEDIATE transaction).
+    """
+    policy = QuotaPolicy.objects.select_for_update().filter(user_id=user.pk).first()
+    if policy is not None:
+        return policy
+    created, _ = QuotaPolicy.objects.get_or_create(user_id=user.pk)
+    return QuotaPolicy.objects.select_for_update().get(pk=created.pk)
+
+
+def quota_policy_adjust(*, user: AbstractBaseUser, concurrent_delta: int) -> QuotaPolicy:
+    """Add `concurrent_delta` (may be negative) to the user's concurrent-job boost.
+
+    Used by the schedule topics `quota.boost` / `quota.restore`. Locked read-modify-write, so
+    concurrent adjustments never lose one. The boost never goes below zero.
+    """
+    with transaction.atomic():
+        policy = quota_policy_lock(user=user)
+        policy.concurrent_boost = max(0, policy.concurrent_boost + concurrent_delta)
+        policy.save(update_fields=["concurrent_boost", "updated_at"])
+    return policy
+
+
+def quota_exceeded_error(limit: int) -> QuotaExceeded:
+    return QuotaExceeded(
+        f"Quota exceeded: Maximum {limit} concurrent jobs allowed",
+        extra={"max_concurrent_jobs": limit},
+    )
+
+
+def reservation_reserve(*, user: AbstractBaseUser, ttl_seconds: float | None = None) -> Reservation:
+    """Hold one concurrent-job slot for `ttl_seconds` (default `QUOTA_RESERVATION_TTL`).
+
+    Locks the user's policy row, counts active reservations + queued/running jobs and inserts
+    the reservation only if that count is below the limit (QuotaExceeded otherwise). Not
+    idempotent: each call holds a new slot.
+    """
+    ttl = float(settings.QUOTA_RESERVATION_TTL if ttl_seconds is None else ttl_seconds)
+    with transaction.atomic():
+        policy = quota_policy_lock(user=user)
+        now = timezone.now()
+        limits = quota_limits(policy=policy)
+        usage = quota_usage(user_id=user.pk, now=now)
+        if usage.concurrent >= limits.max_concurrent_jobs:
+            raise quota_exceeded_error(limits.max_concurrent_jobs)
+        return Reservation.objects.create(
+            user_id=user.pk, expires_at=now + dt.timedelta(seconds=ttl)
+        )
+
+
+def reservation_release(
+    *, reservation_id: str, user: AbstractBaseUser | None = None
+) -> Reservation:
+    """Free a reservation's slot at once. Idempotent: releasing a released one is a no-op.
+
+    Locks the reservation row. `user` restricts it to its owner (403 otherwise; None = staff).
+    A consumed or expired reservation raises ReservationNotActive.
+    """
+    with transaction.atomic():
+        reservation = reservation_get(reservation_id=reservation_id, user=user, for_update=True)
+        now = timezone.now()
+        state = reservation.state_at(now)
+        if state == ReservationState.RELEASED:
+            return reservation
+        if state != ReservationState.ACTIVE:
+            raise ReservationNotActive(
+                f"Reservation {reservation.pk} is {state}; only an active one can be released.",
+                extra={"state": str(state)},
+            )
+        reservation.released_at = now
+        reservation.save(update_fields=["released_at"])
+        return reservation
+
+
+def reservation_extend(
+    *, reservation_id: str, user: AbstractBaseUser, ttl_seconds: float | None = None
+) -> Reservation:
+    """Move an active reservation's expiry to now + `ttl_seconds`.
+
+    Locks the reservation row. Only while active (ReservationNotActive otherwise): an expired
+    slot may already have been given to someone else, so it is never brought back.
+    """
+    ttl = float(settings.QUOTA_RESERVATION_TTL if ttl_seconds is None else ttl_seconds)
+    with transaction.atomic():
+        reservation = reservation_get(reservation_id=reservation_id, user=user, for_update=True)
+        now = timezone.now()
+        state = reservation.state_at(now)
+        if state != ReservationState.ACTIVE:
+            raise ReservationNotActive(
+                f"Reservation {reservation.pk} is {state}; only an active one can be extended.",
+                extra={"state": str(state)},
+            )
+        reservation.expires_at = now + dt.timedelta(seconds=ttl)
+        reservation.save(update_fields=["expires_at"])
+        return reservation
+
+
+@dataclass(frozen=True)
+class JobAdmission:
+    """What `quota_admit_job` decided: the reservation to consume (if any) and the warnings."""
+
+    reservation: Reservation | None
+    quota_warnings: list[str] = field(default_factory=list)
+    cost_limit_warning: str | None = None
+
+
+def quota_admit_job(
+    *, user: AbstractBaseUser, cost: float, reservation_id: str | None, now: dt.datetime
+) -> JobAdmission:
+    """Decide whether the user may start one more job, in the SPEC's order of checks.
+
+    Must run inside the transaction that creates the job (the caller then calls
+    `reservation_consume`). Locks the user's policy row, then checks: rate limit (rolling 24 h,
+    RateLimited with `Retry-After`), monthly cost (CostLimitExceeded; reaching the limit exactly
+    is allowed), then the concurrent slot: with `reservation_id` the reservation must be the
+    user's and active (locked; ReservationNotActive otherwise) and its slot becomes the job's,
+    so nothing is counted twice; without one, active reservations + queued/running jobs must
+    be below the limit (QuotaExceeded).
+    """
+    policy = quota_policy_lock(user=user)
+    limits = quota_limits(policy=policy)
+    usage = quota_usage(user_id=user.pk, now=now)
+
+    if usage.jobs_last_24h >= limits.max_jobs_per_day:
+        retry_after = rate_limit_retry_after(
+            user_id=user.pk, limit=limits.max_jobs_per_day, now=now
+        )
+        raise RateLimited(
+            f"Rate limit exceeded: maximum {limits.max_jobs_per_day} jobs per 24 hours; "
+            f"retry in {retry_after} s.",
+            extra={"retry_after": retry_after, "max_jobs_per_day": limits.max_jobs_per_day},
+            headers={"Retry-After": str(retry_after)},
+        )
+
+    cost_after = usage.cost_this_month + cost
+    if limits.monthly_cost_limit is not None and cost_after > limits.monthly_cost_limit:
+        raise CostLimitExceeded(
+            f"Cost limit exceeded: this job costs {format_number(cost)}, "
+            f"{format_number(usage.cost_this_month)} of "
+            f"{format_number(limits.monthly_cost_limit)} cost units are used this month.",
+            extra={
+                "monthly_cost_limit": limits.monthly_cost_limit,
+                "cost_this_month": usage.cost_this_month,
+                "job_cost": cost,
+            },
+        )
+
+    reservation: Reservation | None = None
+    if reservation_id:
+        reservation = (
+            Reservation.objects.select_for_update(of=("self",))
+            .filter(pk=reservation_id, user_id=user.pk)
+            .first()
+        )
+        state = None if reservation is None else reservation.state_at(now)
+        if reservation is None or state != ReservationState.ACTIVE:
+            raise ReservationNotActive(
+                f"Reservation {reservation_id} is not an active reservation of yours"
+                + (f" (it is {state})." if state is not None else "."),
+                extra={"state": str(state) if state is not None else None},
+            )
+        concurrent_after = usage.concurrent
+    else:
+        if usage.concurrent >= limits.max_concurrent_jobs:
+            raise quota_exceeded_error(limits.max_concurrent_jobs)
+        concurrent_after = usage.concurrent + 1
+
+    return JobAdmission(
+        reservation=reservation,
+        quota_warnings=quota_warnings(
+            limits=limits,
+            concurrent=concurrent_after,
+            jobs_last_24h=usage.jobs_last_24h + 1,
+            cost=cost_after,
+        ),
+        cost_limit_warning=cost_warning(used=cost_after, limit=limits.monthly_cost_limit),
+    )
+
+
+def reservation_consume(*, reservation: Reservation, job_id: str, now: dt.datetime) -> None:
+    """Mark an active reservation consumed by `job_id` (compare-and-set on its active state).
+
+    Called in the job's transaction after `quota_admit_job` locked and checked it.
+    """
+    updated = Reservation.objects.filter(reservation_active_q(now), pk=reservation.pk).update(
+        consumed_at=now, job_id=job_id
+    )
+    if updated != 1:
+        raise ReservationNotActive(f"Reservation {reservation.pk} is no longer active.")
+    reservation.consumed_at = now
+    reservation.job_id = job_id

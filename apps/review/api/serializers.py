@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rest_framework import serializers
+
+from apps.core.api.serializers import UserSerializer
+from apps.review.models import ReviewVerdict
+from apps.review.services.review import MAX_COMMENT_LENGTH
+
+
+class NoNulCharField(serializers.CharField):
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if "\x00" in value:
+            raise serializers.ValidationError("NUL characters are not allowed.")
+        return value
+
+
+class QueueRowSerializer(serializers.Serializer[Any]):
+    id = serializers.CharField()
+    owner = UserSerializer()
+    question_id = serializers.CharField()
+    skill = serializers.CharField()
+    score = serializers.FloatField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    claimed_by = UserSerializer(allow_null=True)
+    claim_expires_at = serializers.DateTimeField(allow_null=True)
+
+
+class QueueQuerySerializer(serializers.Serializer[Any]):
+    limit = serializers.IntegerField(min_value=1, max_value=500, default=100)
+
+
+class ClaimOutputSerializer(serializers.Serializer[Any]):
+    submission_id = serializers.CharField()
+    claimed_by = UserSerializer()
+    claim_expires_at = serializers.DateTimeField()
+
+
+class ReleaseOutputSerializer(serializers.Serializer[Any]):
+    submission_id = serializers.CharField()
+    released = serializers.BooleanField(help_text="False when there was no claim to release.")
+
+
+class CompleteInputSerializer(serializers.Serializer[Any]):
+    verdict = serializers.ChoiceField(choices=ReviewVerdict.choices)
+    score = serializers.FloatField(required=False, allow_null=True, default=None)
+    comment = NoNulCharField(
+        required=False, allow_blank=True, default="", max_length=MAX_COMMENT_LENGTH
+    )
+
+    def validate_score(self, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise serializers.ValidationError("Must be a finite number.")
+        return value
+
+
+class ReviewRecordSerializer(serializers.Serializer[Any]):
+    id = serializers.CharField()
+    verdict = serializers.CharField()
+    score = serializers.FloatField(allow_null=True)
+    comment = serializers.CharField()
+    reviewer = UserSerializer()
+    created_at = serializers.DateTimeField()
+
+
+class CompleteOutputSerializer(serializers.Serializer[Any]):
+    submission_id = serializers.CharField()
+    status = serializers.CharField()
+    score = serializers.FloatField(allow_null=True)
+    review = ReviewRecordSerializer()
+
+
+class RegradeOutputSerializer(serializers.Serializer[Any]):
+    submission_id = serializers.CharField()
+    status = serializers.CharField()
+    job_id = serializers.CharField()
+
+
+class LeaderboardQuerySerializer(serializers.Serializer[Any]):
+    question_id = NoNulCharField(required=False, allow_blank=True, max_length=200)
+    skill = NoNulCharField(required=False, allow_blank=True, max_length=200)
+    limit = serializers.IntegerField(min_value=1, max_value=1000, default=100)
+
+
+class LeaderboardRowSerializer(serializers.Serializer[Any]):
+    rank = serializers.IntegerField()
+    user = UserSerializer()
+    score = serializers.FloatField()
+    submission_id = serializers.CharField()
+    completed_at = serializers.DateTimeField()

@@ -1,0 +1,37 @@
+"""Errors of grading and review."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from apps.core.exceptions import DomainError, PermissionDenied
+
+
+class NotReviewer(PermissionDenied):
+    default_message = "Only reviewers (permission review.can_review) may do this."
+
+
+class StaffOnly(PermissionDenied):
+    default_message = "Only staff may do this."
+
+
+class AlreadyClaimed(DomainError):
+    """Another reviewer holds a live claim; `extra` has `claimed_by` and `claim_expires_at`."""
+
+    code = "already_claimed"
+    http_status = HTTPStatus.CONFLICT
+    default_message = "Another reviewer has claimed this submission."
+
+
+class NotClaimHolder(DomainError):
+    code = "not_claim_holder"
+    http_status = HTTPStatus.CONFLICT
+    default_message = "You do not hold a live claim on this submission."
+
+
+class RegradeConflict(DomainError):
+    """The owner already has a pending/processing submission for the same question and skill."""
+
+    code = "submission_in_flight"
+    http_status = HTTPStatus.CONFLICT
+    default_message = "The owner already has a submission in flight for this question."

@@ -1,0 +1,109 @@
+"""Reads of the review app: the review queue, claims and the leaderboard."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import (
+    Case,
+    DateTimeField,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+    Window,
+)
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+
+from apps.review.models import ReviewClaim
+from apps.submissions.models import Submission, SubmissionStatus
+
+
+def review_queue(*, now: datetime | None = None, limit: int = 100) -> QuerySet[Submission]:
+    """review_pending submissions: unclaimed (or claim expired) first, then oldest first.
+
+    Each row has `claim_live` and, when the claim is live, `claim_reviewer_id` and
+    `claim_expires_at` — a claim's expiry is decided here, at query time.
+    """
+    moment = now or timezone.now()
+    live = ReviewClaim.objects.filter(submission_id=OuterRef("pk"), expires_at__gt=moment)
+    return (
+        Submission.objects.filter(status=SubmissionStatus.REVIEW_PENDING)
+        .select_related("owner")
+        .annotate(
+            claim_live=Exists(live),
+            claim_reviewer_id=Subquery(live.values("reviewer_id")[:1], output_field=IntegerField()),
+            claim_expires_at=Subquery(live.values("expires_at")[:1], output_field=DateTimeField()),
+            claim_order=Case(
+                When(claim_live=True, then=Value(1)), default=Value(0), output_field=IntegerField()
+            ),
+        )
+        .order_by("claim_order", "created_at", "id")[:limit]
+    )
+
+
+def users_by_id(ids: set[int]) -> dict[int, Any]:
+    user_model = get_user_model()
+    return {u.pk: u for u in user_model.objects.filter(pk__in=ids)}
+
+
+@dataclass(frozen=True)
+class LeaderboardRow:
+    rank: int
+    user: Any
+    score: float
+    submission_id: str
+    completed_at: datetime
+
+
+def leaderboard_best(
+    *, question_id: str | None, skill: str | None, limit: int = 100
+) -> QuerySet[Submission]:
+    """Each user's best completed submission, best first (one SQL query, see `leaderboard`)."""
+    rows = Submission.objects.filter(status=SubmissionStatus.COMPLETED, score__isnull=False)
+    if question_id is not None:
+        rows = rows.filter(question_id=question_id)
+    if skill is not None:
+        rows = rows.filter(skill=skill)
+    return (
+        rows.annotate(
+            best_rank=Window(
+                RowNumber(),
+                partition_by=[F("owner_id")],
+                order_by=[F("score").desc(), F("completed_at").asc(), F("id").asc()],
+            )
+        )
+        .filter(best_rank=1)
+        .select_related("owner")
+        .order_by("-score", "completed_at", "id")[:limit]
+    )
+
+
+def leaderboard(
+    *, question_id: str | None, skill: str | None, limit: int = 100
+) -> list[LeaderboardRow]:
+    """Best completed score per user, ranked; ties go to the earlier completion.
+
+    One query: a ROW_NUMBER() window per owner picks each user's best submission (the filter
+    on question_id, skill, status is served by the `submissions_leaderboard` index), the outer
+    query orders and limits. Ranks are 1..n in that order.
+    """
+    best = leaderboard_best(question_id=question_id, skill=skill, limit=limit)
+    return [
+        LeaderboardRow(
+            rank=index,
+            user=row.owner,
+            score=float(row.score or 0.0),
+            submission_id=row.pk,
+            completed_at=row.completed_at or row.updated_at,
+        )
+        for index, row in enumerate(best, start=1)
+    ]

@@ -1,0 +1,401 @@
+"""The grading worker's writes: processing leases, results, take-overs and the reaper.
+
+django-q2 delivers a task at least once, possibly twice at the same time or long after the
+result was written. The guarantees, all enforced by the database:
+
+* One grader run per lease: the lease is taken with the submission row locked
+  (`select_for_update`; BEGIN IMMEDIATE on SQLite) and a new random token; a delivery that
+  finds a live lease, a finished submission or a finished job does nothing but log.
+* One result per submission: the result is written by a compare-and-set UPDATE that matches the
+  lease token, so a worker whose lease was taken over (or cleared by a cancel) loses its write.
+* Bounded retries: every lease counts an attempt; a lease found expired after
+  GRADING_MAX_ATTEMPTS attempts ends the submission in `failed` with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+
+from django.conf import settings
+from django.db import connection, connections, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from apps.core.exceptions import InvalidTransition, NotFound
+from apps.jobs.models import ACTIVE_JOB_STATUSES, FINISHED_JOB_STATUSES, Job, JobStatus
+from apps.jobs.services import job_transition
+from apps.review.grader import GradingFile, GradingRequest, GradingResult, grader_get
+from apps.review.models import GradingAttempt, GradingOutcome
+from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
+from apps.submissions.selectors import submission_get
+from apps.submissions.services import submission_transition
+
+logger = logging.getLogger(__name__)
+
+GRADE_TASK = "apps.review.tasks.grade_job"
+# At most this many re-deliveries of each kind per reaper run (once a minute), so a long backlog
+# of queued jobs is not flooded with duplicates.
+REAP_BATCH = 200
+_FINAL = (SubmissionStatus.COMPLETED, SubmissionStatus.FAILED, SubmissionStatus.REVIEW_PENDING)
+
+
+def grading_lease_seconds() -> float:
+    """How long a processing lease lasts: GRADING_TIMEOUT plus a margin for copying the files
+    and writing the result (a quarter of the timeout, between 1 s and 60 s)."""
+    timeout = float(settings.GRADING_TIMEOUT)
+    return timeout + min(60.0, max(1.0, timeout / 4))
+
+
+@dataclass(frozen=True)
+class Lease:
+    token: str
+    submission_id: str
+    job_id: str
+    attempt: int
+    expires_at: datetime
+    request: GradingRequest
+
+
+def _worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _finish_job(*, job: Job, to: JobStatus, **fields: object) -> None:
+    """Move an active job to a finished status; a job already finished is left alone."""
+    if job.status in ACTIVE_JOB_STATUSES:
+        try:
+            job_transition(job=job, to=to, **fields)
+        except InvalidTransition:
+            logger.info("grading: job %s changed under us; left as it is", job.pk)
+
+
+def grading_lease_acquire(*, job_id: str) -> Lease | None:
+    """Take the processing lease for the job's submission, or return None (logged) to skip.
+
+    Locks the submission row. Skips when the job is unknown or finished (cancelled, completed,
+    failed), when the submission is draft/completed/failed/review_pending, or when another
+    worker holds a live lease. Takes over an expired lease (the old attempt is marked
+    abandoned) unless GRADING_MAX_ATTEMPTS attempts were made, in which case the submission and
+    the job end `failed` with the reason. On success: pending → processing (or a new token on a
+    processing row), attempts + 1, job queued → running, one GradingAttempt row.
+    """
+    submission_id = Job.objects.filter(pk=job_id).values_list("submission_id", flat=True).first()
+    if submission_id is None:
+        logger.warning("grading: job %s does not exist; skipped", job_id)
+        return None
+    max_attempts = int(settings.GRADING_MAX_ATTEMPTS)
+    with transaction.atomic():
+        try:
+            submission = submission_get(submission_id=submission_id, for_update=True)
+        except NotFound:
+            logger.warning("grading: submission of job %s is gone; skipped", job_id)
+            return None
+        job = Job.objects.get(pk=job_id)
+        now = timezone.now()
+        if job.status in FINISHED_JOB_STATUSES:
+            logger.info("grading: job %s is already %s; skipped", job.pk, job.status)
+            return None
+        status = submission.status
+        if status in _FINAL:
+            logger.info("grading: submission %s is already %s; skipped", submission.pk, status)
+            _finish_job(
+                job=job,
+                to=JobStatus.FAILED,
+                error=f"The submission was already {status}; nothing was graded.",
+            )
+            return None
+        if status not in (SubmissionStatus.PENDING, SubmissionStatus.PROCESSING):
+            logger.warning("grading: submission %s is %s; skipped", submission.pk, status)
+            return None
+
+        token = os.urandom(16).hex()
+        expires_at = now + timedelta(seconds=grading_lease_seconds())
+        if status == SubmissionStatus.PROCESSING:
+            expires = submission.lease_expires_at
+            if submission.lease_token and expires is not None and expires > now:
+                logger.info(
+                    "grading: submission %s is being graded under a live lease; skipped",
+                    submission.pk,
+                )
+                return None
+            GradingAttempt.objects.filter(
+                submission=submission,
+                lease_token=submission.lease_token,
+                outcome=GradingOutcome.RUNNING,
+            ).update(
+                outcome=GradingOutcome.ABANDONED,
+                finished_at=now,
+                reason="The worker's lease expired before it wrote a result.",
+            )
+            if submission.attempts >= max_attempts:
+                reason = (
+                    f"Grading did not finish after {submission.attempts} attempts "
+                    f"(GRADING_MAX_ATTEMPTS={max_attempts}); the last worker stopped "
+                    "without a result."
+                )
+                submission_transition(
+                    submission=submission,
+                    to=SubmissionStatus.FAILED,
+                    status_reason=reason,
+                    lease_token="",
+                    lease_expires_at=None,
+                )
+                _finish_job(job=job, to=JobStatus.FAILED, error=reason)
+                logger.warning("grading: submission %s failed: %s", submission.pk, reason)
+                return None
+            taken = Submission.objects.filter(
+                pk=submission.pk,
+                status=SubmissionStatus.PROCESSING,
+                lease_token=submission.lease_token,
+            ).update(
+                lease_token=token,
+                lease_expires_at=expires_at,
+                attempts=F("attempts") + 1,
+                updated_at=now,
+            )
+            if taken != 1:
+                return None
+            logger.info("grading: took over the expired lease of submission %s", submission.pk)
+        else:
+            submission_transition(
+                submission=submission,
+                to=SubmissionStatus.PROCESSING,
+                lease_token=token,
+                lease_expires_at=expires_at,
+                attempts=submission.attempts + 1,
+                status_reason="",
+            )
+        attempt = (
+            submission.attempts + 1
+            if status == SubmissionStatus.PROCESSING
+            else (submission.attempts)
+        )
+        if job.status == JobStatus.QUEUED:
+            try:
+                job_transition(job=job, to=JobStatus.RUNNING)
+            except InvalidTransition:
+                # Cancelled between our read and our write: take nothing.
+                transaction.set_rollback(True)
+                logger.info("grading: job %s changed while leasing; skipped", job.pk)
+                return None
+        GradingAttempt.objects.create(
+            submission=submission,
+            job=job,
+            number=attempt,
+            lease_token=token,
+            lease_expires_at=expires_at,
+            worker=_worker_name(),
+            grader=str(settings.GRADER),
+        )
+        files = tuple(
+            GradingFile(filename=f.filename, storage_name=f.storage_name)
+            for f in SubmissionFile.objects.filter(submission=submission).order_by(
+                "uploaded_at", "id"
+            )
+        )
+    request = GradingRequest(
+        submission_id=submission.pk,
+        job_id=job.pk,
+        entrypoint=submission.entrypoint,
+        config_file=submission.config_file,
+        files=files,
+        config=dict(job.config or {}),
+    )
+    return Lease(
+        token=token,
+        submission_id=submission.pk,
+        job_id=job.pk,
+        attempt=attempt,
+        expires_at=expires_at,
+        request=request,
+    )
+
+
+def grading_result_record(*, lease: Lease, result: GradingResult) -> bool:
+    """Write a grading result if `lease` is still the submission's lease; False if it is not.
+
+    The compare-and-set UPDATE matches (status=processing, lease_token=token): a worker whose
+    lease was taken over after expiry, or cleared by a cancel, writes nothing (logged). On
+    success, in one transaction: submission → completed / review_pending / failed (score,
+    reason), job → completed (failed when the submission failed) with the captured logs, the
+    attempt closed. A finished job frees its quota slot at once (quotas count job statuses).
+    """
+    now = timezone.now()
+    target = SubmissionStatus(result.outcome)
+    with transaction.atomic():
+        held = Submission.objects.filter(
+            pk=lease.submission_id,
+            status=SubmissionStatus.PROCESSING,
+            lease_token=lease.token,
+        ).update(lease_token="", lease_expires_at=None)
+        if held != 1:
+            GradingAttempt.objects.filter(lease_token=lease.token).update(
+                outcome=GradingOutcome.LEASE_LOST,
+                finished_at=now,
+                exit_code=result.exit_code,
+                score=result.score,
+                reason=f"Result discarded: the lease was lost. ({result.reason})".strip(),
+            )
+            logger.warning(
+                "grading: submission %s no longer holds lease %s; result discarded",
+                lease.submission_id,
+                lease.token,
+            )
+            return False
+        submission = submission_get(submission_id=lease.submission_id, for_update=True)
+        submission_transition(
+            submission=submission,
+            to=target,
+            score=result.score,
+            status_reason=result.reason,
+        )
+        job = Job.objects.get(pk=lease.job_id)
+        if target == SubmissionStatus.FAILED:
+            _finish_job(job=job, to=JobStatus.FAILED, logs=result.logs, error=result.reason)
+        else:
+            _finish_job(job=job, to=JobStatus.COMPLETED, logs=result.logs, error="")
+        GradingAttempt.objects.filter(lease_token=lease.token).update(
+            outcome=target.value,
+            finished_at=now,
+            exit_code=result.exit_code,
+            score=result.score,
+            reason=result.reason,
+        )
+    logger.info("grading: submission %s is %s", lease.submission_id, target)
+    return True
+
+
+def grading_lease_renew(*, lease: Lease) -> bool:
+    """Push the lease's expiry to now + the lease length while it is still ours (conditional
+    UPDATE on the token); False once it is not (taken over, cancelled, result written)."""
+    expires_at = timezone.now() + timedelta(seconds=grading_lease_seconds())
+    renewed = Submission.objects.filter(
+        pk=lease.submission_id, status=SubmissionStatus.PROCESSING, lease_token=lease.token
+    ).update(lease_expires_at=expires_at)
+    return renewed == 1
+
+
+class _LeaseKeeper(threading.Thread):
+    """Renews a lease every third of its length while the grader runs in this worker.
+
+    A slow preparation (a large archive from S3) then never lets another delivery take the lease
+    of a worker that is alive; a killed worker stops renewing and its lease expires as before.
+    A grader that hangs is bounded by django-q2's `timeout`, which kills the worker.
+    """
+
+    def __init__(self, lease: Lease) -> None:
+        super().__init__(name=f"lease-{lease.submission_id}", daemon=True)
+        self.lease = lease
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        interval = max(0.5, grading_lease_seconds() / 3)
+        try:
+            while not self.stopped.wait(interval):
+                if not grading_lease_renew(lease=self.lease):
+                    return
+        except Exception:
+            logger.exception("grading: cannot renew the lease of %s", self.lease.submission_id)
+        finally:
+            connections.close_all()  # this thread's own connections
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=30)
+
+
+def grading_run(*, job_id: str) -> str:
+    """Grade the job's submission at most once per lease; idempotent under any redelivery.
+
+    Takes the lease (a short transaction), runs the configured grader with no transaction and
+    no lock held while a thread renews the lease, then records the result under the lease.
+    Returns what happened: `skipped`, `lease_lost`, or the submission's new status. A grader
+    that raises fails the attempt with the exception as the reason.
+    """
+    lease = grading_lease_acquire(job_id=job_id)
+    if lease is None:
+        return "skipped"
+    # Inside a caller's transaction (tests) another connection could not see the lease anyway.
+    keeper = None if connection.in_atomic_block else _LeaseKeeper(lease)
+    if keeper is not None:
+        keeper.start()
+    try:
+        result = grader_get().grade(lease.request)
+    except Exception as exc:
+        logger.exception("grading: the grader raised on submission %s", lease.submission_id)
+        result = GradingResult(
+            outcome=SubmissionStatus.FAILED.value,
+            reason=f"The grader raised {type(exc).__name__}: {exc}",
+        )
+    finally:
+        if keeper is not None:
+            keeper.stop()
+    if result.outcome not in (
+        SubmissionStatus.COMPLETED,
+        SubmissionStatus.REVIEW_PENDING,
+        SubmissionStatus.FAILED,
+    ):
+        result = GradingResult(
+            outcome=SubmissionStatus.FAILED.value,
+            reason=f"The grader returned an unknown outcome {result.outcome!r}.",
+            logs=result.logs,
+        )
+    if grading_result_record(lease=lease, result=result):
+        return result.outcome
+    return "lease_lost"
+
+
+def grading_enqueue(*, job_id: str) -> None:
+    """Hand the job to a grading worker once the current transaction commits."""
+    from django_q.tasks import async_task
+
+    transaction.on_commit(partial(async_task, GRADE_TASK, job_id))
+
+
+def grading_reap_expired(*, now: datetime | None = None) -> list[str]:
+    """Re-enqueue grading for work a broker may have lost; returns the job ids enqueued.
+
+    * processing submissions whose lease has expired (a worker was killed; django-q2's ORM
+      broker re-delivers only after its `retry` window, and the Redis broker never does), and
+    * pending submissions whose queued job is older than the broker's `retry` window.
+    The re-delivered task takes over the lease or fails the submission after
+    GRADING_MAX_ATTEMPTS; a duplicate delivery is a logged no-op, so reaping is always safe.
+    """
+    moment = now or timezone.now()
+    retry = float(settings.Q_CLUSTER.get("retry", 60))
+    expired = (
+        Submission.objects.filter(status=SubmissionStatus.PROCESSING, lease_expires_at__lte=moment)
+        .order_by("lease_expires_at")
+        .values_list("pk", flat=True)[:REAP_BATCH]
+    )
+    stale_pending = (
+        Submission.objects.filter(
+            status=SubmissionStatus.PENDING,
+            jobs__status=JobStatus.QUEUED,
+            jobs__created_at__lte=moment - timedelta(seconds=retry),
+        )
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:REAP_BATCH]
+    )
+    job_ids: list[str] = []
+    with transaction.atomic():
+        for submission_id in dict.fromkeys([*expired, *stale_pending]):
+            job_id = (
+                Job.objects.filter(submission_id=submission_id, status__in=ACTIVE_JOB_STATUSES)
+                .order_by("-created_at")
+                .values_list("pk", flat=True)
+                .first()
+            )
+            if job_id is None:
+                continue
+            job_ids.append(job_id)
+            grading_enqueue(job_id=job_id)
+    if job_ids:
+        logger.info("grading: re-enqueued %d job(s): %s", len(job_ids), ", ".join(job_ids))
+    return job_ids

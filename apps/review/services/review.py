@@ -1,0 +1,276 @@
+"""Review claims, verdicts and staff regrades (SPEC §5)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.core.exceptions import InvalidRequest, InvalidTransition
+from apps.jobs.models import Job, JobStatus
+from apps.review.exceptions import (
+    AlreadyClaimed,
+    NotClaimHolder,
+    NotReviewer,
+    RegradeConflict,
+    StaffOnly,
+)
+from apps.review.models import ReviewClaim, ReviewRecord, ReviewVerdict
+from apps.review.services.grading import grading_enqueue
+from apps.submissions.models import SUBMISSION_TRANSITIONS, Submission, SubmissionStatus
+from apps.submissions.selectors import submission_get
+from apps.submissions.services import submission_transition
+
+logger = logging.getLogger(__name__)
+
+AnyUser = AbstractBaseUser | AnonymousUser
+MAX_COMMENT_LENGTH = 10_000
+
+
+def user_is_reviewer(user: AnyUser) -> bool:
+    has_perm = getattr(user, "has_perm", None)
+    return bool(user.is_authenticated and has_perm is not None and has_perm("review.can_review"))
+
+
+def _user_id(user: AnyUser) -> int:
+    pk: Any = user.pk
+    return int(pk)
+
+
+def _require_reviewer(user: AnyUser) -> None:
+    if not user_is_reviewer(user):
+        raise NotReviewer()
+
+
+def _is_staff(user: AnyUser) -> bool:
+    return bool(user.is_authenticated and getattr(user, "is_staff", False))
+
+
+def claim_ttl() -> timedelta:
+    return timedelta(seconds=float(settings.REVIEW_CLAIM_TTL))
+
+
+def _user_body(user: Any) -> dict[str, Any]:
+    return {"id": user.pk, "username": user.get_username()}
+
+
+def _awaiting_review(submission: Submission) -> None:
+    if submission.status != SubmissionStatus.REVIEW_PENDING:
+        raise InvalidTransition(
+            f"Submission {submission.pk} is {submission.status}, not awaiting review.",
+            extra={"from_status": submission.status},
+        )
+
+
+def _already_claimed(claim: ReviewClaim) -> AlreadyClaimed:
+    return AlreadyClaimed(
+        f"Submission {claim.submission_id} is claimed by {claim.reviewer.get_username()} "
+        f"until {claim.expires_at.isoformat()}.",
+        extra={
+            "claimed_by": _user_body(claim.reviewer),
+            # The same rendering as DRF's DateTimeField in 200 responses.
+            "claim_expires_at": claim.expires_at.isoformat().replace("+00:00", "Z"),
+        },
+    )
+
+
+@dataclass(frozen=True)
+class ClaimState:
+    submission_id: str
+    claimed_by: Any
+    claim_expires_at: datetime
+
+
+def review_claim(*, user: AnyUser, submission_id: str) -> ClaimState:
+    """Claim a review_pending submission for `user` (a reviewer) for REVIEW_CLAIM_TTL.
+
+    Exactly one of any number of concurrent claimers wins. The submission row is locked; the
+    claim row is then taken by a conditional UPDATE that matches only a claim held by `user`
+    (re-claiming extends it) or an expired one, else inserted (the submission is the claim's
+    primary key, so two inserts cannot both land). Raises NotReviewer (403), NotFound (404),
+    InvalidTransition (409, not review_pending), AlreadyClaimed (409, with the holder).
+    """
+    _require_reviewer(user)
+    with transaction.atomic():
+        submission = submission_get(submission_id=submission_id, for_update=True)
+        _awaiting_review(submission)
+        now = timezone.now()
+        expires_at = now + claim_ttl()
+        mine_or_expired = ReviewClaim.objects.filter(
+            Q(reviewer_id=user.pk) | Q(expires_at__lte=now), submission_id=submission.pk
+        )
+        updated = mine_or_expired.update(reviewer_id=user.pk, claimed_at=now, expires_at=expires_at)
+        if updated == 0:
+            try:
+                with transaction.atomic():
+                    ReviewClaim.objects.create(
+                        submission_id=submission.pk,
+                        reviewer_id=_user_id(user),
+                        claimed_at=now,
+                        expires_at=expires_at,
+                    )
+            except IntegrityError:
+                holder = ReviewClaim.objects.select_related("reviewer").get(
+                    submission_id=submission.pk
+                )
+                raise _already_claimed(holder) from None
+    return ClaimState(submission_id=submission.pk, claimed_by=user, claim_expires_at=expires_at)
+
+
+def review_claim_extend(*, user: AnyUser, submission_id: str) -> ClaimState:
+    """Renew `user`'s live claim for another REVIEW_CLAIM_TTL (conditional UPDATE).
+
+    Raises NotReviewer, NotFound, InvalidTransition (not review_pending), NotClaimHolder
+    (no live claim of `user`: expired, released or taken over).
+    """
+    _require_reviewer(user)
+    with transaction.atomic():
+        submission = submission_get(submission_id=submission_id, for_update=True)
+        _awaiting_review(submission)
+        now = timezone.now()
+        expires_at = now + claim_ttl()
+        renewed = ReviewClaim.objects.filter(
+            submission_id=submission.pk, reviewer_id=user.pk, expires_at__gt=now
+        ).update(expires_at=expires_at)
+        if renewed != 1:
+            raise NotClaimHolder()
+    return ClaimState(submission_id=submission.pk, claimed_by=user, claim_expires_at=expires_at)
+
+
+def review_claim_release(*, user: AnyUser, submission_id: str) -> bool:
+    """Give up a claim: the claimer (live claim) or staff (any claim). Idempotent for staff.
+
+    Returns whether a claim row was removed. Raises NotReviewer (neither reviewer nor staff),
+    NotFound, NotClaimHolder (a reviewer without a live claim).
+    """
+    staff = _is_staff(user)
+    if not staff:
+        _require_reviewer(user)
+    with transaction.atomic():
+        submission = submission_get(submission_id=submission_id, for_update=True)
+        claims = ReviewClaim.objects.filter(submission_id=submission.pk)
+        if not staff:
+            claims = claims.filter(reviewer_id=user.pk, expires_at__gt=timezone.now())
+        removed, _ = claims.delete()
+        if removed == 0 and not staff:
+            raise NotClaimHolder()
+    return removed > 0
+
+
+def review_claim_expire(*, submission_id: str) -> bool:
+    """Staff/admin: end a claim now so another reviewer can take it; idempotent."""
+    now = timezone.now()
+    return (
+        ReviewClaim.objects.filter(submission_id=submission_id, expires_at__gt=now).update(
+            expires_at=now
+        )
+        > 0
+    )
+
+
+def review_complete(
+    *,
+    user: AnyUser,
+    submission_id: str,
+    verdict: str,
+    score: float | None = None,
+    comment: str = "",
+) -> ReviewRecord:
+    """Record a reviewer's verdict: approve → completed (with `score` if given), reject → failed.
+
+    Locks the submission. Only the holder of a live claim may complete; the claim is consumed
+    by a conditional DELETE in the same transaction, so a reviewer whose claim expired and was
+    taken over can never complete. Raises NotReviewer, NotFound, InvalidRequest (bad verdict,
+    score or comment), InvalidTransition (not review_pending, e.g. already finished),
+    NotClaimHolder.
+    """
+    _require_reviewer(user)
+    if verdict not in ReviewVerdict.values:
+        raise InvalidRequest(fields={"verdict": ["Must be approve or reject."]})
+    if score is not None and not math.isfinite(score):
+        raise InvalidRequest(fields={"score": ["Must be a finite number."]})
+    if "\x00" in comment or len(comment) > MAX_COMMENT_LENGTH:
+        raise InvalidRequest(
+            fields={"comment": [f"At most {MAX_COMMENT_LENGTH} characters, no NUL."]}
+        )
+    with transaction.atomic():
+        submission = submission_get(submission_id=submission_id, for_update=True)
+        target = (
+            SubmissionStatus.COMPLETED
+            if verdict == ReviewVerdict.APPROVE
+            else SubmissionStatus.FAILED
+        )
+        SUBMISSION_TRANSITIONS.assert_allowed(SubmissionStatus(submission.status), target)
+        consumed, _ = ReviewClaim.objects.filter(
+            submission_id=submission.pk, reviewer_id=user.pk, expires_at__gt=timezone.now()
+        ).delete()
+        if consumed == 0:
+            raise NotClaimHolder()
+        fields: dict[str, Any] = {"status_reason": f"Reviewed by {user.get_username()}: {verdict}."}
+        if verdict == ReviewVerdict.APPROVE and score is not None:
+            fields["score"] = score
+        submission_transition(submission=submission, to=target, **fields)
+        record = ReviewRecord.objects.create(
+            submission=submission,
+            reviewer_id=_user_id(user),
+            verdict=verdict,
+            score=score,
+            comment=comment,
+        )
+    logger.info("review: %s %sd submission %s", user.get_username(), verdict, submission.pk)
+    return record
+
+
+@dataclass(frozen=True)
+class RegradeResult:
+    submission: Submission
+    job: Job
+
+
+def submission_regrade(*, user: AnyUser, submission_id: str) -> RegradeResult:
+    """Staff: send a completed/failed submission back to pending with a new queued job.
+
+    Locks the submission; the transition table allows completed/failed → pending only (else
+    InvalidTransition). Clears score, reason and the attempt count (a regrade gets a fresh
+    GRADING_MAX_ATTEMPTS). The new Job costs nothing and is created directly, not through the
+    job quota: a regrade is the platform's decision, not the owner's. Grading is enqueued after
+    commit. Raises StaffOnly (403), NotFound, InvalidTransition, RegradeConflict (409: the owner
+    already has an in-flight submission for the same question and skill).
+    """
+    if not _is_staff(user):
+        raise StaffOnly()
+    try:
+        with transaction.atomic():
+            submission = submission_get(submission_id=submission_id, for_update=True)
+            previous = submission.jobs.order_by("-created_at").first()
+            submission_transition(
+                submission=submission,
+                to=SubmissionStatus.PENDING,
+                score=None,
+                completed_at=None,
+                status_reason=f"Regrade requested by {user.get_username()}.",
+                lease_token="",
+                lease_expires_at=None,
+                attempts=0,
+            )
+            job = Job.objects.create(
+                owner_id=submission.owner_id,
+                submission=submission,
+                status=JobStatus.QUEUED,
+                config=dict(previous.config) if previous else {},
+                resource_class=previous.resource_class if previous else "medium",
+                cost=0,
+            )
+            grading_enqueue(job_id=job.pk)
+    except IntegrityError as exc:
+        raise RegradeConflict() from exc
+    logger.info("regrade: submission %s by %s, job %s", submission.pk, user, job.pk)
+    return RegradeResult(submission=submission, job=job)

@@ -1,0 +1,21 @@
+"""django-q2 tasks of grading. Each takes ids and is idempotent (delivery is at least once)."""
+
+from __future__ import annotations
+
+import logging
+
+from apps.review.services.grading import grading_reap_expired, grading_run
+
+logger = logging.getLogger(__name__)
+
+
+def grade_job(job_id: str) -> str:
+    """Grade the submission of job `job_id`; a duplicate or late delivery is a logged no-op."""
+    outcome = grading_run(job_id=job_id)
+    logger.info("grade_job %s: %s", job_id, outcome)
+    return outcome
+
+
+def reap_expired_leases() -> list[str]:
+    """Periodic: re-enqueue grading whose worker died or whose task the broker lost."""
+    return grading_reap_expired()

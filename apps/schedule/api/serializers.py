@@ -1,0 +1,147 @@
+"""Input/Output serializers of the schedule API (SPEC §6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from apps.core.api.serializers import UserSerializer
+from apps.schedule.models import Life, LifeState, Plan, PlanAttempt, ScheduleType
+from apps.schedule.topics import topic_names
+
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+class ActionSerializer(serializers.Serializer[Any]):
+    path = serializers.CharField(
+        max_length=2000,
+        help_text="A path on the platform ('/api/...') or an absolute http(s) URL whose host is "
+        "in SCHEDULE_WEBHOOK_ALLOWED_HOSTS.",
+    )
+    method = serializers.CharField(max_length=10)
+    headers = serializers.DictField(
+        child=serializers.CharField(max_length=2000), required=False, allow_empty=True
+    )
+    body = serializers.JSONField(required=False, allow_null=True)
+    connect_timeout = serializers.FloatField(required=False, min_value=0.1, max_value=60)
+    request_timeout = serializers.FloatField(required=False, min_value=0.1, max_value=300)
+    retry_count = serializers.IntegerField(required=False, min_value=0, max_value=20)
+    retry_interval = serializers.FloatField(required=False, min_value=0, max_value=86400)
+
+    def validate_method(self, value: str) -> str:
+        if value.upper() not in METHODS:
+            raise serializers.ValidationError(f"Must be one of {', '.join(METHODS)}.")
+        return value.upper()
+
+
+class TermSerializer(serializers.Serializer[Any]):
+    birth_time = serializers.CharField(
+        required=False, max_length=64, help_text="'YYYY-MM-DD HH:MM:SS' or ISO 8601 with offset."
+    )
+    death_time = serializers.CharField(required=False, max_length=64)
+
+
+class LifeCreateInputSerializer(serializers.Serializer[Any]):
+    life_uuid = serializers.CharField(required=False, max_length=36)
+    schedule_type = serializers.ChoiceField(choices=ScheduleType.choices)
+    resource_id = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    term = TermSerializer(required=False)
+    birth_time = serializers.CharField(required=False, max_length=64)
+    death_time = serializers.CharField(required=False, max_length=64)
+    birth = ActionSerializer(required=False)
+    death = ActionSerializer(required=False)
+    birth_action = ActionSerializer(required=False)
+    death_action = ActionSerializer(required=False)
+
+
+class LifeChangeInputSerializer(serializers.Serializer[Any]):
+    term = TermSerializer(required=False)
+    birth_time = serializers.CharField(required=False, max_length=64)
+    death_time = serializers.CharField(required=False, max_length=64)
+    birth = ActionSerializer(required=False)
+    death = ActionSerializer(required=False)
+    birth_action = ActionSerializer(required=False)
+    death_action = ActionSerializer(required=False)
+
+
+class LifeListFilterSerializer(serializers.Serializer[Any]):
+    state = serializers.CharField(
+        required=False, max_length=20, help_text=f"One of: {', '.join(LifeState.values)}."
+    )
+    resource_id = serializers.CharField(required=False, max_length=200)
+    schedule_type = serializers.ChoiceField(choices=ScheduleType.choices, required=False)
+
+    def validate_state(self, value: str) -> str:
+        if value not in LifeState.values:
+            raise serializers.ValidationError(f"Must be one of: {', '.join(LifeState.values)}.")
+        return value
+
+
+class PlanAttemptOutputSerializer(serializers.ModelSerializer[PlanAttempt]):
+    class Meta:
+        model = PlanAttempt
+        fields = ["number", "started_at", "status_code", "duration_ms", "error", "response_excerpt"]
+
+
+class PlanOutputSerializer(serializers.ModelSerializer[Plan]):
+    kind = serializers.CharField(read_only=True, help_text="birth | death")
+    state = serializers.CharField(
+        read_only=True,
+        help_text="Standby | Preset | Running | Done | Failed | Invalidated | Cancelled",
+    )
+
+    class Meta:
+        model = Plan
+        fields = ["kind", "time", "due_at", "state", "attempts_count", "webhook_id", "action"]
+
+
+class PlanDetailOutputSerializer(PlanOutputSerializer):
+    attempts = PlanAttemptOutputSerializer(many=True, read_only=True)
+
+    class Meta(PlanOutputSerializer.Meta):
+        fields = [*PlanOutputSerializer.Meta.fields, "attempts"]
+
+
+class LifeOutputSerializer(serializers.ModelSerializer[Life]):
+    owner = UserSerializer(read_only=True)
+    state = serializers.CharField(
+        read_only=True, help_text="Inexistent | Alive | Dead | Stillbirth"
+    )
+    plans = PlanOutputSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Life
+        fields = [
+            "life_uuid",
+            "schedule_type",
+            "resource_id",
+            "state",
+            "birth_time",
+            "death_time",
+            "birth_action",
+            "death_action",
+            "owner",
+            "plans",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class LifeDetailOutputSerializer(LifeOutputSerializer):
+    plans = PlanDetailOutputSerializer(many=True, read_only=True)
+
+
+class HeaderBookingOutputSerializer(serializers.Serializer[Any]):
+    life_uuid = serializers.CharField()
+
+
+class TaskInputSerializer(serializers.Serializer[Any]):
+    topic = serializers.CharField(max_length=100, help_text=f"One of: {', '.join(topic_names())}.")
+    content = serializers.DictField(required=False, default=dict)
+
+
+class TaskOutputSerializer(serializers.Serializer[Any]):
+    task_id = serializers.CharField()
+    topic = serializers.CharField()
+    state = serializers.CharField()

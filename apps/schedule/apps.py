@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class ScheduleConfig(AppConfig):
+    name = "apps.schedule"
+    label = "schedule"
+    verbose_name = "Schedule"
+
+    def ready(self) -> None:
+        from apps.schedule import registry  # noqa: F401 - cleanup, health, periodic, topics

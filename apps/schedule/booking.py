@@ -1,0 +1,204 @@
+"""Turn a booking's input (tutorial wire format or flat names) into a validated `LifeSpec`.
+
+Only the 400 `invalid_schedule` rules live here (shape, times, actions, target hosts, term
+length); the time-dependent 406 and the 409 rules are the services' (they need `now` and locks).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+
+from apps.schedule.exceptions import InvalidSchedule
+from apps.schedule.models import ScheduleType
+from apps.schedule.targets import TargetRefused, check_allowed, is_absolute
+
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+ACTION_DEFAULTS: dict[str, Any] = {
+    "headers": {},
+    "body": None,
+    "connect_timeout": 5.0,
+    "request_timeout": 30.0,
+    "retry_count": 0,
+    "retry_interval": 1.0,
+}
+
+
+@dataclass(frozen=True)
+class LifeSpec:
+    schedule_type: str
+    resource_id: str
+    birth_time: dt.datetime
+    death_time: dt.datetime | None
+    birth_action: dict[str, Any]
+    death_action: dict[str, Any] | None
+
+    def fingerprint(self) -> str:
+        """Equal for two bookings that mean the same thing (times compared as instants)."""
+        canonical = {
+            "schedule_type": self.schedule_type,
+            "resource_id": self.resource_id,
+            "birth_time": self.birth_time.astimezone(dt.UTC).isoformat(),
+            "death_time": self.death_time.astimezone(dt.UTC).isoformat()
+            if self.death_time
+            else None,
+            "birth_action": self.birth_action,
+            "death_action": self.death_action,
+        }
+        blob = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    @property
+    def end_time(self) -> dt.datetime:
+        return self.death_time or self.birth_time
+
+
+def schedule_timezone() -> ZoneInfo:
+    return ZoneInfo(settings.SCHEDULE_TIMEZONE)
+
+
+def parse_time(value: Any) -> dt.datetime:
+    """`%Y-%m-%d %H:%M:%S` in SCHEDULE_TIMEZONE, or ISO 8601 with an offset. Raises ValueError."""
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            raise ValueError("a time needs an offset")
+        return value
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("expected a time string")
+    text = value.strip()
+    try:
+        naive = dt.datetime.strptime(text, TIME_FORMAT)  # noqa: DTZ007 - zone applied below
+    except ValueError:
+        pass
+    else:
+        return naive.replace(tzinfo=schedule_timezone())
+    try:
+        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(
+            f"expected 'YYYY-MM-DD HH:MM:SS' ({settings.SCHEDULE_TIMEZONE}) "
+            "or ISO 8601 with an offset"
+        ) from exc
+    if parsed.tzinfo is None:
+        raise ValueError("an ISO 8601 time needs an offset (or use 'YYYY-MM-DD HH:MM:SS')")
+    return parsed
+
+
+def contains_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(contains_nul(k) or contains_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(contains_nul(item) for item in value)
+    return False
+
+
+def normalize_action(action: dict[str, Any], errors: list[str]) -> dict[str, Any]:
+    """Fill defaults; refuse an absolute URL whose host is not allowed. Appends to `errors`."""
+    normalized = {**ACTION_DEFAULTS, **{k: v for k, v in action.items() if v is not None}}
+    normalized["method"] = str(normalized["method"]).upper()
+    normalized["headers"] = dict(normalized.get("headers") or {})
+    normalized.setdefault("body", None)
+    path = str(normalized["path"])
+    if contains_nul(normalized):
+        errors.append("NUL characters are not allowed.")
+    if is_absolute(path):
+        try:
+            check_allowed(path)
+        except TargetRefused as exc:
+            errors.append(str(exc))
+    elif not path.startswith("/"):
+        errors.append("A relative path must start with '/'.")
+    return normalized
+
+
+def _pick(data: dict[str, Any], nested: str, key: str, flat: str) -> Any:
+    group = data.get(nested) or {}
+    value = group.get(key) if isinstance(group, dict) else None
+    return value if value is not None else data.get(flat)
+
+
+def life_spec_build(data: dict[str, Any]) -> LifeSpec:
+    """Validate shapes already checked by the serializer into a LifeSpec.
+
+    Raises InvalidSchedule (with `fields`) for a missing time or action, a bad time format, a
+    refused action URL, `birth_time >= death_time` or a term shorter than MINIMUM_LIFE_TERM.
+    """
+    fields: dict[str, list[str]] = {}
+    schedule_type = data.get("schedule_type")
+    if schedule_type not in ScheduleType.values:
+        fields["schedule_type"] = ["Must be 'point' or 'term'."]
+
+    times: dict[str, dt.datetime | None] = {}
+    for name in ("birth_time", "death_time"):
+        raw = _pick(data, "term", name, name)
+        if raw is None:
+            times[name] = None
+            continue
+        try:
+            times[name] = parse_time(raw)
+        except ValueError as exc:
+            fields[name] = [str(exc)]
+            times[name] = None
+    if times["birth_time"] is None and "birth_time" not in fields:
+        fields["birth_time"] = ["This time is required."]
+    if schedule_type == ScheduleType.TERM and times["death_time"] is None:
+        fields.setdefault("death_time", ["A term Life needs a death_time."])
+    if schedule_type == ScheduleType.POINT and data_has(data, "term", "death_time"):
+        fields["death_time"] = ["A point Life has no death_time."]
+
+    actions: dict[str, dict[str, Any] | None] = {}
+    for kind in ("birth", "death"):
+        raw_action = data.get(kind) or data.get(f"{kind}_action")
+        if raw_action is None:
+            actions[kind] = None
+            continue
+        errors: list[str] = []
+        actions[kind] = normalize_action(raw_action, errors)
+        if errors:
+            fields[f"{kind}_action"] = errors
+    if actions["birth"] is None:
+        fields.setdefault("birth_action", ["A birth action is required."])
+    if schedule_type == ScheduleType.TERM and actions["death"] is None:
+        fields.setdefault("death_action", ["A term Life needs a death action."])
+    if schedule_type == ScheduleType.POINT and actions["death"] is not None:
+        fields.setdefault("death_action", ["A point Life has no death action."])
+
+    resource_id = str(data.get("resource_id") or "")
+    birth, death = times["birth_time"], times["death_time"]
+    if schedule_type == ScheduleType.TERM and birth is not None and death is not None:
+        minimum = dt.timedelta(minutes=float(settings.MINIMUM_LIFE_TERM))
+        if birth >= death:
+            fields.setdefault("death_time", ["death_time must be after birth_time."])
+        elif birth + minimum > death:
+            fields.setdefault(
+                "death_time",
+                [f"A term must last at least MINIMUM_LIFE_TERM ({minimum.total_seconds():g} s)."],
+            )
+    if fields:
+        raise InvalidSchedule(_summary(fields), fields=fields)
+    assert birth is not None  # noqa: S101 - guaranteed by the checks above
+    assert actions["birth"] is not None  # noqa: S101
+    return LifeSpec(
+        schedule_type=str(schedule_type),
+        resource_id=resource_id,
+        birth_time=birth,
+        death_time=death if schedule_type == ScheduleType.TERM else None,
+        birth_action=actions["birth"],
+        death_action=actions["death"] if schedule_type == ScheduleType.TERM else None,
+    )
+
+
+def data_has(data: dict[str, Any], nested: str, key: str) -> bool:
+    return _pick(data, nested, key, key) is not None
+
+
+def _summary(fields: dict[str, list[str]]) -> str:
+    return "; ".join(f"{name}: {msgs[0]}" for name, msgs in fields.items())

@@ -1,0 +1,389 @@
+"""Plan execution: watchers' claims (leases), late-plan invalidation and the action executor.
+
+Exactly once: a watcher arms a plan by moving it Standby → Preset with a fresh `arm_token`
+(claims take `SELECT ... FOR UPDATE SKIP LOCKED` on PostgreSQL, the IMMEDIATE transaction on
+SQLite). A delivery runs the action only after the compare-and-set Preset(token) → Running
+succeeds, so two deliveries of one arming (or a stale timer of an older arming) never both run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
+
+from apps.core.models_utils import new_hex_id
+from apps.schedule.models import (
+    Life,
+    LifeState,
+    Plan,
+    PlanAttempt,
+    PlanKind,
+    PlanState,
+)
+from apps.schedule.services import _life_set_state, _plan_set_state, lease_seconds
+from apps.schedule.targets import TargetRefused, resolve_target
+
+logger = logging.getLogger(__name__)
+CONNECTION_ERROR = 599
+EXCERPT = 2000
+
+
+@dataclass(frozen=True)
+class ArmedPlan:
+    plan_id: int
+    token: str
+    due_at: dt.datetime
+
+
+def _claimable(now: dt.datetime, horizon: dt.datetime) -> Q:
+    earliest = now - dt.timedelta(minutes=float(settings.BIRTH_DELAY_LIMIT_TIME))
+    standby_birth = Q(
+        state=PlanState.STANDBY,
+        kind=PlanKind.BIRTH,
+        life__state=LifeState.INEXISTENT,
+        due_at__lte=horizon,
+    ) & (Q(due_at__gte=earliest) | Q(attempts_count__gt=0))
+    standby_death = Q(
+        state=PlanState.STANDBY,
+        kind=PlanKind.DEATH,
+        life__state=LifeState.ALIVE,
+        due_at__lte=horizon,
+    )
+    abandoned = Q(state=PlanState.PRESET, lease_expires_at__lt=now, due_at__lte=horizon)
+    return standby_birth | standby_death | abandoned
+
+
+def plan_claim(
+    *,
+    owner: str,
+    now: dt.datetime | None = None,
+    horizon: dt.datetime | None = None,
+    limit: int = 5000,
+) -> list[ArmedPlan]:
+    """Claim (arm) the plans due by `horizon` (default now + PRESET_EXECUTION_TIME) for `owner`.
+
+    Claimable: Standby birth plans of unborn Lives in `[now - BIRTH_DELAY_LIMIT_TIME, horizon]`
+    (a retry is claimable however late), Standby death plans of Alive Lives due by `horizon`,
+    and Preset plans whose lease expired (a dead watcher's). Each becomes Preset with a new
+    token and a lease of `lease_seconds()`. Rows another watcher is claiming are skipped, never
+    waited for (SKIP LOCKED); on SQLite the IMMEDIATE transaction serializes claimers.
+    """
+    now = now or timezone.now()
+    horizon = horizon or now + dt.timedelta(minutes=float(settings.PRESET_EXECUTION_TIME))
+    token = new_hex_id()
+    expires = now + dt.timedelta(seconds=lease_seconds())
+    with transaction.atomic():
+        candidates = Plan.objects.filter(_claimable(now, horizon)).order_by("due_at")
+        if connection.features.has_select_for_update_skip_locked:
+            candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+        ids = list(candidates.values_list("pk", flat=True)[:limit])
+        if not ids:
+            return []
+        Plan.objects.filter(pk__in=ids).update(
+            state=PlanState.PRESET,
+            arm_token=token,
+            lease_owner=owner,
+            lease_expires_at=expires,
+            updated_at=now,
+        )
+        rows = Plan.objects.filter(pk__in=ids).values_list("pk", "due_at")
+        return [ArmedPlan(plan_id=pk, token=token, due_at=due) for pk, due in rows]
+
+
+def plan_leases_renew(*, owner: str, now: dt.datetime | None = None) -> int:
+    """Extend every lease `owner` holds; returns how many. Lost leases are not renewed."""
+    now = now or timezone.now()
+    expires = now + dt.timedelta(seconds=lease_seconds())
+    return Plan.objects.filter(state=PlanState.PRESET, lease_owner=owner).update(
+        lease_expires_at=expires
+    )
+
+
+def plan_claims_release(*, owner: str, plan_ids: list[int]) -> int:
+    """Give back `owner`'s claims on `plan_ids` (Preset → Standby) so another watcher arms them
+    at once instead of after the lease. Plans already handed to a worker are not in the list."""
+    with transaction.atomic():
+        return Plan.objects.filter(
+            pk__in=plan_ids, state=PlanState.PRESET, lease_owner=owner
+        ).update(state=PlanState.STANDBY, arm_token="", lease_owner="", lease_expires_at=None)
+
+
+def plan_invalidate_late(*, now: dt.datetime | None = None) -> int:
+    """Standby birth plans older than BIRTH_DELAY_LIMIT_TIME (never attempted) → Invalidated;
+    their Lives → Stillbirth and their death plans → Cancelled. Returns how many."""
+    now = now or timezone.now()
+    earliest = now - dt.timedelta(minutes=float(settings.BIRTH_DELAY_LIMIT_TIME))
+    late_ids = list(
+        Plan.objects.filter(
+            state=PlanState.STANDBY,
+            kind=PlanKind.BIRTH,
+            due_at__lt=earliest,
+            attempts_count=0,
+        ).values_list("pk", flat=True)[:1000]
+    )
+    done = 0
+    for plan_id in late_ids:
+        with transaction.atomic():
+            plan = (
+                Plan.objects.select_for_update(of=("self",))
+                .filter(pk=plan_id, state=PlanState.STANDBY, due_at__lt=earliest)
+                .first()
+            )
+            if plan is None:
+                continue
+            _plan_set_state(plan, PlanState.INVALIDATED, finished_at=now)
+            _birth_lost(plan.life_id, now)
+            done += 1
+    return done
+
+
+def _birth_lost(life_id: int, now: dt.datetime) -> None:
+    """The birth will never run: Life → Stillbirth, its death plan → Cancelled (not run)."""
+    life = Life.objects.select_for_update(of=("self",)).get(pk=life_id)
+    if life.state == LifeState.INEXISTENT:
+        _life_set_state(life, LifeState.STILLBIRTH)
+    death = Plan.objects.filter(
+        life_id=life_id, kind=PlanKind.DEATH, state__in=[PlanState.STANDBY, PlanState.PRESET]
+    ).first()
+    if death is not None:
+        _plan_set_state(death, PlanState.CANCELLED, finished_at=now)
+
+
+# --- the executor ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status_code: int | None
+    error: str
+    duration_ms: float
+    excerpt: str
+
+
+def _body_text(action: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    body = action.get("body")
+    headers = {str(k): str(v) for k, v in (action.get("headers") or {}).items()}
+    if body is None:
+        return "", headers
+    if isinstance(body, str):
+        return body, headers
+    if not any(k.lower() == "content-type" for k in headers):
+        headers["Content-Type"] = "application/json"
+    return json.dumps(body), headers
+
+
+_CLIENTS: dict[int, httpx.Client] = {}
+
+
+def _client() -> httpx.Client:
+    """One pooled client per worker process (never shared across a fork); never follows
+    redirects and ignores proxy variables from the environment."""
+    pid = os.getpid()
+    client = _CLIENTS.get(pid)
+    if client is None:
+        _CLIENTS.clear()
+        client = _CLIENTS[pid] = httpx.Client(follow_redirects=False, trust_env=False)
+    return client
+
+
+def http_clients_close() -> None:
+    """Close the pooled client(s) and their keep-alive connections (process shutdown, tests)."""
+    while _CLIENTS:
+        _, client = _CLIENTS.popitem()
+        client.close()
+
+
+def _request(plan: Plan, life: Life) -> Outcome:
+    """Make one signed HTTP request for `plan` (no redirects); never raises."""
+    action = plan.action
+    started = time.monotonic()
+    try:
+        target = resolve_target(str(action["path"]))
+    except TargetRefused as exc:
+        return Outcome(None, f"refused: {exc}", 0.0, "")
+    payload, headers = _body_text(action)
+    sent_at = timezone.now()
+    headers.update(
+        {
+            "webhook-id": plan.webhook_id,
+            "webhook-timestamp": str(int(sent_at.timestamp())),
+            "webhook-signature": Webhook(settings.SCHEDULE_WEBHOOK_SECRET).sign(
+                plan.webhook_id, sent_at, payload
+            ),
+            "X-Schedule-Life-UUID": life.life_uuid,
+            "X-Schedule-Plan": plan.kind,
+        }
+    )
+    timeout = httpx.Timeout(
+        float(action.get("request_timeout") or 30),
+        connect=float(action.get("connect_timeout") or 5),
+    )
+    try:
+        response = _client().request(
+            str(action["method"]),
+            target.url,
+            content=payload.encode(),
+            headers=headers,
+            timeout=timeout,
+        )
+    except httpx.HTTPError as exc:
+        elapsed = (time.monotonic() - started) * 1000
+        error = f"{type(exc).__name__}: {exc}".replace("\x00", "")[:EXCERPT]
+        return Outcome(CONNECTION_ERROR, error, elapsed, "")
+    elapsed = (time.monotonic() - started) * 1000
+    # PostgreSQL cannot store NUL in text; a receiver's body must never break the record.
+    excerpt = response.text[:EXCERPT].replace("\x00", "")
+    return Outcome(response.status_code, "", elapsed, excerpt)
+
+
+def plan_execute(*, plan_id: int, token: str) -> str:
+    """Run one armed delivery of a plan: CAS Preset(token) → Running, one HTTP attempt (outside
+    any transaction), record it, then Done / Failed / a retry scheduled (Running → Standby).
+
+    Idempotent: a duplicate or stale delivery finds no Preset row with its token and returns
+    "skipped". Retry codes are retried `retry_count` times `retry_interval` s apart (each retry
+    is armed by a watcher, never slept out in the worker); a death that still fails is retried
+    every DEATH_RETRY_INTERVAL until it succeeds or an operator cancels its Life.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        started = Plan.objects.filter(pk=plan_id, state=PlanState.PRESET, arm_token=token).update(
+            state=PlanState.RUNNING,
+            started_at=now,
+            lease_owner="",
+            lease_expires_at=None,
+            updated_at=now,
+        )
+    if started != 1 and not _resume_abandoned(plan_id=plan_id, token=token, now=now):
+        return "skipped"
+    plan = Plan.objects.select_related("life").get(pk=plan_id)
+    life = plan.life
+    if (plan.kind == PlanKind.BIRTH and life.state != LifeState.INEXISTENT) or (
+        plan.kind == PlanKind.DEATH and life.state != LifeState.ALIVE
+    ):
+        with transaction.atomic():
+            _plan_set_state(plan, PlanState.FAILED, finished_at=timezone.now())
+        return "skipped"
+    outcome = _request(plan, life)
+    return _plan_record(plan=plan, outcome=outcome, started=now)
+
+
+def _resume_abandoned(*, plan_id: int, token: str, now: dt.datetime) -> bool:
+    """A redelivery of a plan whose worker died mid-attempt: it may run again once the first
+    attempt is certainly over (its connect + request timeouts and a minute have passed).
+    Compare-and-set on `started_at`, so only one redelivery resumes it."""
+    plan = Plan.objects.filter(pk=plan_id, state=PlanState.RUNNING, arm_token=token).first()
+    if plan is None or plan.started_at is None:
+        return False
+    action = plan.action
+    limit = float(action.get("connect_timeout") or 5) + float(action.get("request_timeout") or 30)
+    if plan.started_at > now - dt.timedelta(seconds=limit + 60):
+        return False
+    with transaction.atomic():
+        return (
+            Plan.objects.filter(
+                pk=plan_id, state=PlanState.RUNNING, arm_token=token, started_at=plan.started_at
+            ).update(started_at=now, updated_at=now)
+            == 1
+        )
+
+
+def _plan_record(*, plan: Plan, outcome: Outcome, started: dt.datetime) -> str:
+    now = timezone.now()
+    success = outcome.status_code is not None and 200 <= outcome.status_code < 300
+    retryable = outcome.status_code in settings.EXECUTION_RETRY_CODES
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update(of=("self",)).get(pk=plan.pk)
+        number = plan.attempts_count + 1
+        PlanAttempt.objects.create(
+            plan=plan,
+            number=number,
+            started_at=started,
+            status_code=outcome.status_code,
+            error=outcome.error,
+            duration_ms=outcome.duration_ms,
+            response_excerpt=outcome.excerpt,
+        )
+        plan.attempts_count = number
+        life = Life.objects.select_for_update(of=("self",)).get(pk=plan.life_id)
+        if success:
+            _plan_set_state(plan, PlanState.DONE, finished_at=now, attempts_count=number)
+            if plan.kind == PlanKind.DEATH or life.schedule_type == "point":
+                _life_set_state(life, LifeState.DEAD)
+            else:
+                _life_set_state(life, LifeState.ALIVE)
+            return "done"
+        retry_count = int(plan.action.get("retry_count") or 0)
+        if retryable and number <= retry_count:
+            interval = dt.timedelta(seconds=float(plan.action.get("retry_interval") or 0))
+            _plan_set_state(
+                plan,
+                PlanState.STANDBY,
+                due_at=now + interval,
+                arm_token="",
+                attempts_count=number,
+            )
+            return "retry"
+        if plan.kind == PlanKind.DEATH:
+            interval = dt.timedelta(minutes=float(settings.DEATH_RETRY_INTERVAL))
+            _plan_set_state(
+                plan,
+                PlanState.STANDBY,
+                due_at=now + interval,
+                arm_token="",
+                attempts_count=number,
+            )
+            return "retry"
+        _plan_set_state(plan, PlanState.FAILED, finished_at=now, attempts_count=number)
+        _birth_lost(life.pk, now)
+        return "failed"
+
+
+BATCH_THREADS = 8
+
+
+def plan_execute_batch(*, items: list[tuple[int, str]]) -> list[str]:
+    """`plan_execute` for each (plan_id, token), up to BATCH_THREADS at once; each thread closes
+    its database connection. Same exactly-once guarantee per plan."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connections
+
+    def one(item: tuple[int, str]) -> str:
+        try:
+            return plan_execute(plan_id=item[0], token=item[1])
+        except Exception:
+            logger.exception("plan %s failed to execute", item[0])
+            return "error"
+        finally:
+            connections.close_all()
+
+    if len(items) == 1:
+        return [plan_execute(plan_id=items[0][0], token=items[0][1])]
+    with ThreadPoolExecutor(max_workers=min(BATCH_THREADS, len(items))) as pool:
+        return list(pool.map(one, items))
+
+
+def plans_fire_due(*, owner: str, now: dt.datetime | None = None) -> list[ArmedPlan]:
+    """One watcher pass without timers (the django-q2 fallback schedule): invalidate late
+    plans, claim the plans already due and hand each to a worker now."""
+    from django_q.tasks import async_task
+
+    now = now or timezone.now()
+    plan_invalidate_late(now=now)
+    armed = plan_claim(owner=owner, now=now, horizon=now)
+    for item in armed:
+        async_task("apps.schedule.tasks.plan_execute", item.plan_id, item.token)
+    return armed

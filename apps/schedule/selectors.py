@@ -1,0 +1,61 @@
+"""Reads of the schedule app."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Prefetch, QuerySet
+
+from apps.core.selectors import owned_get
+from apps.schedule.models import Life, Plan, PlanAttempt
+
+
+def life_list(
+    *,
+    user: AbstractBaseUser,
+    state: str | None = None,
+    resource_id: str | None = None,
+    schedule_type: str | None = None,
+) -> QuerySet[Life]:
+    """The user's own Lives, filtered, with their plans prefetched."""
+    lives = Life.objects.filter(owner_id=user.pk).select_related("owner")
+    if state:
+        lives = lives.filter(state=state)
+    if resource_id:
+        lives = lives.filter(resource_id=resource_id)
+    if schedule_type:
+        lives = lives.filter(schedule_type=schedule_type)
+    return lives.prefetch_related(
+        Prefetch("plans", queryset=Plan.objects.order_by("time", "pk")),
+    ).order_by("birth_time", "pk")
+
+
+def life_get(*, life_uuid: str, user: AbstractBaseUser | None, for_update: bool = False) -> Life:
+    """One Life by uuid; NotFound, or PermissionDenied for another user's (never its data).
+
+    `user=None` is an operator (admin): no ownership check. With `for_update` the row is
+    locked until the transaction ends.
+    """
+    return owned_get(
+        Life.objects.all(),
+        lookup={"life_uuid": str(life_uuid).replace("-", "").lower()},
+        user=user,
+        label="Life",
+        for_update=for_update,
+    )
+
+
+def life_detail(*, life_uuid: str, user: AbstractBaseUser) -> Life:
+    """A Life with its plans and every attempt prefetched."""
+    life = life_get(life_uuid=life_uuid, user=user)
+    return (
+        Life.objects.select_related("owner")
+        .prefetch_related(
+            Prefetch(
+                "plans",
+                queryset=Plan.objects.order_by("time", "pk").prefetch_related(
+                    Prefetch("attempts", queryset=PlanAttempt.objects.order_by("number"))
+                ),
+            )
+        )
+        .get(pk=life.pk)
+    )

@@ -1,0 +1,236 @@
+"""The plan watcher process: polls, claims, arms in-process timers, hands due plans to workers.
+
+One timer thread keeps a heap of armed plans and, at each plan's `due_at`, moves it to a
+bounded hand-off queue; one dispatcher thread turns queue entries into django-q2 tasks, never
+letting more than TIMEDOUT_QUEUE_MAX_SIZE of this watcher's fired plans wait for a worker.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import close_old_connections, connections
+from django.utils import timezone
+
+from apps.core.services import heartbeat_beat
+from apps.schedule.execution import (
+    ArmedPlan,
+    plan_claim,
+    plan_claims_release,
+    plan_invalidate_late,
+    plan_leases_renew,
+)
+from apps.schedule.models import Plan, PlanState
+from apps.schedule.services import life_history_purge
+
+logger = logging.getLogger(__name__)
+HEARTBEAT_NAME = "watcher"
+PURGE_EVERY = 60.0  # seconds between history purges
+BATCH_SIZE = 16  # plans fired together that share one worker task
+
+
+def watch_interval() -> float:
+    return float(settings.BOOKING_PLAN_WATCH_INTERVAL) / 1000
+
+
+@dataclass
+class WatcherStats:
+    ticks: int = 0
+    armed: int = 0
+    dispatched: int = 0
+    invalidated: int = 0
+    last_tick_ms: float = 0.0
+
+
+@dataclass
+class PlanWatcher:
+    owner: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    stats: WatcherStats = field(default_factory=WatcherStats)
+
+    def __post_init__(self) -> None:
+        self.stop_event = threading.Event()
+        self._heap: list[tuple[float, int, str]] = []
+        self._known: dict[int, str] = {}
+        self._dispatched: set[int] = set()
+        self._cond = threading.Condition()
+        self._handoff: list[tuple[int, str]] = []
+        self._handoff_cond = threading.Condition()
+        self._last_purge = 0.0
+        self._threads = [
+            threading.Thread(target=self._timer_loop, name="plan-timers", daemon=True),
+            threading.Thread(target=self._dispatch_loop, name="plan-dispatch", daemon=True),
+        ]
+
+    # --- the poll loop ---------------------------------------------------------------------
+    def run(self, *, once: bool = False) -> None:
+        for thread in self._threads:
+            thread.start()
+        try:
+            while not self.stop_event.is_set():
+                self.tick()
+                if once:
+                    self._drain_due()
+                    break
+                self.stop_event.wait(watch_interval())
+        finally:
+            self.shutdown()
+
+    def tick(self) -> None:
+        started = time.monotonic()
+        close_old_connections()
+        now = timezone.now()
+        try:
+            self.stats.invalidated += plan_invalidate_late(now=now)
+            plan_leases_renew(owner=self.owner, now=now)
+            armed = plan_claim(owner=self.owner, now=now)
+            self._arm(armed)
+            if time.monotonic() - self._last_purge > PURGE_EVERY:
+                life_history_purge(now=now)
+                self._last_purge = time.monotonic()
+        except Exception:
+            logger.exception("watcher tick failed; retrying next interval")
+        self.stats.ticks += 1
+        self.stats.last_tick_ms = (time.monotonic() - started) * 1000
+        try:
+            heartbeat_beat(
+                name=HEARTBEAT_NAME,
+                detail={
+                    "owner": self.owner,
+                    "armed": len(self._known),
+                    "tick_ms": self.stats.last_tick_ms,
+                },
+            )
+        except Exception:
+            logger.exception("watcher heartbeat failed")
+
+    def _arm(self, armed: list[ArmedPlan]) -> None:
+        with self._cond:
+            for item in armed:
+                if self._known.get(item.plan_id) == item.token:
+                    continue
+                self._known[item.plan_id] = item.token
+                heapq.heappush(self._heap, (item.due_at.timestamp(), item.plan_id, item.token))
+                self.stats.armed += 1
+            self._cond.notify()
+
+    # --- timers ----------------------------------------------------------------------------
+    def _timer_loop(self) -> None:
+        while not self.stop_event.is_set():
+            with self._cond:
+                if not self._heap:
+                    self._cond.wait(0.5)
+                    continue
+                delay = self._heap[0][0] - time.time()
+                if delay > 0:
+                    self._cond.wait(min(delay, 0.5))
+                    continue
+                due: list[tuple[int, str]] = []
+                while self._heap and self._heap[0][0] <= time.time():
+                    _, plan_id, token = heapq.heappop(self._heap)
+                    if self._known.get(plan_id) == token:
+                        due.append((plan_id, token))
+            with self._handoff_cond:
+                self._handoff.extend(due)
+                self._handoff_cond.notify()
+
+    def _drain_due(self) -> None:
+        """For `--once`: wait until everything already due has been handed to workers."""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with self._cond:
+                pending_due = any(t <= time.time() for t, _, _ in self._heap)
+            with self._handoff_cond:
+                pending_due = pending_due or bool(self._handoff)
+            if not pending_due:
+                return
+            time.sleep(0.02)
+
+    # --- hand-off to workers ---------------------------------------------------------------
+    def _dispatch_loop(self) -> None:
+        from django_q.tasks import async_task
+
+        try:
+            while not self.stop_event.is_set():
+                with self._handoff_cond:
+                    if not self._handoff:
+                        self._handoff_cond.wait(0.5)
+                        continue
+                    batch, self._handoff = self._handoff, []
+                while batch and not self.stop_event.is_set():
+                    room = self._wait_for_room()
+                    chunk, batch = batch[: min(room, BATCH_SIZE)], batch[min(room, BATCH_SIZE) :]
+                    try:
+                        if len(chunk) == 1:
+                            async_task("apps.schedule.tasks.plan_execute", *chunk[0])
+                        else:
+                            async_task("apps.schedule.tasks.plan_execute_many", chunk)
+                    except Exception:
+                        logger.exception("could not hand plans %s to a worker", chunk)
+                        self._give_back([plan_id for plan_id, _ in chunk])
+                        continue
+                    with self._cond:
+                        for plan_id, _ in chunk:
+                            self._dispatched.add(plan_id)
+                            self._known.pop(plan_id, None)
+                    self.stats.dispatched += len(chunk)
+        finally:
+            connections.close_all()
+
+    def _wait_for_room(self) -> int:
+        """Block while TIMEDOUT_QUEUE_MAX_SIZE of our fired plans have not started yet; returns
+        how many more may be handed over now (at least 1)."""
+        limit = max(int(settings.TIMEDOUT_QUEUE_MAX_SIZE), 1)
+        while len(self._dispatched) >= limit and not self.stop_event.is_set():
+            waiting = set(
+                Plan.objects.filter(
+                    pk__in=list(self._dispatched), state=PlanState.PRESET
+                ).values_list("pk", flat=True)
+            )
+            with self._cond:
+                self._dispatched &= waiting
+            if len(self._dispatched) >= limit:
+                time.sleep(0.05)
+        return max(limit - len(self._dispatched), 1)
+
+    def _give_back(self, plan_ids: list[int]) -> None:
+        """Release claims we could not hand over, so the next tick (ours or another
+        watcher's) arms them again."""
+        with self._cond:
+            for plan_id in plan_ids:
+                self._known.pop(plan_id, None)
+        try:
+            plan_claims_release(owner=self.owner, plan_ids=plan_ids)
+        except Exception:
+            logger.exception("could not release plans %s; their lease will expire", plan_ids)
+
+    # --- shutdown --------------------------------------------------------------------------
+    def stop(self) -> None:
+        self.stop_event.set()
+        with self._cond:
+            self._cond.notify_all()
+        with self._handoff_cond:
+            self._handoff_cond.notify_all()
+
+    def shutdown(self) -> None:
+        """Stop the threads and give back every claim not yet handed to a worker."""
+        self.stop()
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout=5)
+        with self._cond:
+            undispatched = [pid for pid in self._known if pid not in self._dispatched]
+            self._known.clear()
+            self._heap.clear()
+        try:
+            released = plan_claims_release(owner=self.owner, plan_ids=undispatched)
+            logger.info("watcher %s stopped; released %d claims", self.owner, released)
+        except Exception:
+            logger.exception("watcher %s could not release its claims", self.owner)
+        connections.close_all()

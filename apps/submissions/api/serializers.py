@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rest_framework import serializers
+
+from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
+
+
+class SubmissionFileOutputSerializer(serializers.ModelSerializer[SubmissionFile]):
+    class Meta:
+        model = SubmissionFile
+        fields = ("filename", "size", "sha256", "uploaded_at")
+        read_only_fields = fields
+
+
+class SubmissionFileListOutputSerializer(serializers.Serializer[Any]):
+    files = SubmissionFileOutputSerializer(many=True)
+
+
+class SubmissionOutputSerializer(serializers.ModelSerializer[Submission]):
+    submission_id = serializers.CharField(source="id", read_only=True)
+    user_id = serializers.IntegerField(source="owner_id", read_only=True)
+    status = serializers.ChoiceField(choices=SubmissionStatus.choices, read_only=True)
+    metadata = serializers.DictField(read_only=True)
+    files = SubmissionFileOutputSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Submission
+        fields = (
+            "submission_id",
+            "user_id",
+            "status",
+            "entrypoint",
+            "config_file",
+            "metadata",
+            "question_id",
+            "skill",
+            "score",
+            "created_at",
+            "updated_at",
+            "files",
+        )
+        read_only_fields = fields
+
+
+class MetadataField(serializers.CharField):
+    """JSON text that must decode to an object."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:  # type: ignore[override]
+        text = super().to_internal_value(data)
+        if not text.strip():
+            return {}
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise serializers.ValidationError(f"Not valid JSON: {exc}.") from exc
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("Must be a JSON object.")
+        return value
+
+
+class SubmissionCreateInputSerializer(serializers.Serializer[Any]):
+    files = serializers.ListField(
+        child=serializers.FileField(allow_empty_file=True, use_url=False),
+        allow_empty=False,
+        help_text="One or more files (the first file of a sequential upload, or all at once).",
+    )
+    entrypoint = serializers.CharField(max_length=255, default="main.py")
+    config_file = serializers.CharField(max_length=255, default="config.yaml")
+    metadata = MetadataField(
+        required=False, allow_blank=True, help_text='JSON object as text, e.g. {"method": "padim"}.'
+    )
+    question_id = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, default=""
+    )
+    skill = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class SubmissionFileAddInputSerializer(serializers.Serializer[Any]):
+    file = serializers.FileField(allow_empty_file=True, use_url=False)

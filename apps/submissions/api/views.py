@@ -1,0 +1,200 @@
+"""Submissions API (SPEC §4): one view per path (GET and POST of a path share it); each method
+validates input, calls one service or selector and renders the answer."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils.datastructures import MultiValueDict
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.generics import ListAPIView
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.core.api.schema import error_responses
+from apps.core.exceptions import InvalidRequest
+from apps.submissions.api.parsers import SingleFileMultiPartParser, StreamingMultiPartParser
+from apps.submissions.api.serializers import (
+    SubmissionCreateInputSerializer,
+    SubmissionFileAddInputSerializer,
+    SubmissionFileListOutputSerializer,
+    SubmissionFileOutputSerializer,
+    SubmissionOutputSerializer,
+)
+from apps.submissions.models import Submission
+from apps.submissions.selectors import (
+    submission_file_list,
+    submission_get,
+    submission_list_with_files,
+)
+from apps.submissions.services import (
+    submission_assert_open_for_upload,
+    submission_create,
+    submission_file_add,
+)
+from apps.submissions.uploads import IncomingFile
+
+CHECKSUM_HEADER = OpenApiParameter(
+    name="X-Content-SHA256",
+    type=OpenApiTypes.STR,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description="SHA-256 of the file (hex, any case). A mismatch answers `checksum_mismatch` "
+    "and nothing is kept.",
+)
+UPLOAD_400 = (
+    "`invalid_request`, `invalid_filename`, `invalid_extension`, `file_too_large`, "
+    "`checksum_mismatch`, `duplicate_filename`, `too_many_files`, `invalid_archive`, "
+    "`unsafe_archive`."
+)
+
+
+def _incoming(files: list[Any]) -> list[IncomingFile]:
+    uploads = [f for f in files if isinstance(f, IncomingFile)]
+    if len(uploads) != len(files):
+        raise InvalidRequest("Files must be sent as multipart file parts.")
+    return uploads
+
+
+class ClosesUploadsMixin:
+    """Close (and so delete) every uploaded temporary file when the response is ready.
+
+    DRF keeps parsed files on its own Request, where Django's end-of-request cleanup does not
+    see them; without this, a refused upload's temporary file stays open until the garbage
+    collector finds it.
+    """
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        files = getattr(request, "_files", None)
+        if isinstance(files, MultiValueDict):
+            for _, uploads in files.lists():
+                for upload in uploads:
+                    upload.close()
+        return super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc,no-any-return]
+
+
+class SubmissionPagination(LimitOffsetPagination):
+    default_limit = 20
+    max_limit = 100
+
+
+class SubmissionListCreateApi(ClosesUploadsMixin, ListAPIView[Submission]):
+    """GET: your submissions, newest first (limit/offset pagination).
+    POST: create a draft submission with its first file (or, in bulk mode, all files)."""
+
+    serializer_class = SubmissionOutputSerializer
+    pagination_class = SubmissionPagination
+    parser_classes = [StreamingMultiPartParser]
+    filter_backends: list[Any] = []
+
+    def get_queryset(self) -> QuerySet[Submission]:
+        return submission_list_with_files(user=self.request.user)
+
+    @extend_schema(
+        operation_id="submissions_list",
+        responses={200: SubmissionOutputSerializer(many=True), **error_responses()},
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        operation_id="submissions_create",
+        request={"multipart/form-data": SubmissionCreateInputSerializer},
+        parameters=[CHECKSUM_HEADER],
+        responses={
+            201: SubmissionOutputSerializer,
+            **error_responses(400, 415, _400=UPLOAD_400),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        serializer = SubmissionCreateInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        submission = submission_create(
+            user=request.user,  # type: ignore[arg-type]
+            uploads=_incoming(request.FILES.getlist("files")),
+            entrypoint=data["entrypoint"],
+            config_file=data["config_file"],
+            metadata=data.get("metadata") or {},
+            question_id=data["question_id"],
+            skill=data["skill"],
+            expected_sha256=request.headers.get("X-Content-SHA256"),
+        )
+        submission = submission_get(submission_id=submission.pk, user=request.user)
+        return Response(SubmissionOutputSerializer(submission).data, status=HTTPStatus.CREATED)
+
+
+class SubmissionDetailApi(APIView):
+    """One of your submissions, with its files in upload order."""
+
+    @extend_schema(
+        operation_id="submissions_retrieve",
+        responses={200: SubmissionOutputSerializer, **error_responses(403, 404)},
+    )
+    def get(self, request: Request, submission_id: str) -> Response:
+        submission = submission_get(submission_id=submission_id, user=request.user)
+        return Response(SubmissionOutputSerializer(submission).data)
+
+
+class SubmissionFileListCreateApi(ClosesUploadsMixin, APIView):
+    """GET: the submission's files in upload order. POST: add one file (streamed)."""
+
+    parser_classes = [SingleFileMultiPartParser]
+
+    @extend_schema(
+        operation_id="submissions_files_list",
+        responses={200: SubmissionFileListOutputSerializer, **error_responses(403, 404)},
+    )
+    def get(self, request: Request, submission_id: str) -> Response:
+        submission = submission_get(submission_id=submission_id, user=request.user)
+        files = submission_file_list(submission=submission)
+        return Response({"files": SubmissionFileOutputSerializer(files, many=True).data})
+
+    @extend_schema(
+        operation_id="submissions_files_create",
+        request={"multipart/form-data": SubmissionFileAddInputSerializer},
+        parameters=[CHECKSUM_HEADER],
+        responses={
+            201: SubmissionFileOutputSerializer,
+            200: SubmissionFileOutputSerializer,
+            **error_responses(
+                400,
+                403,
+                404,
+                409,
+                415,
+                _400=UPLOAD_400,
+                _409="`submission_sealed`: a job was created for the submission.",
+            ),
+        },
+        description="Add one file. Re-sending a stored name with the same content answers 200 "
+        "with the stored file (a safe retry).",
+    )
+    def post(self, request: Request, submission_id: str) -> Response:
+        # Refuse an unknown, foreign or sealed submission before reading the body.
+        submission_assert_open_for_upload(user=request.user, submission_id=submission_id)  # type: ignore[arg-type]
+        serializer = SubmissionFileAddInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        uploads = _incoming(request.FILES.getlist("file"))
+        if len(uploads) != 1:
+            raise InvalidRequest(
+                "Send exactly one file per request.",
+                fields={"file": ["Send exactly one file per request."]},
+            )
+        result = submission_file_add(
+            user=request.user,  # type: ignore[arg-type]
+            submission_id=submission_id,
+            upload=uploads[0],
+            expected_sha256=request.headers.get("X-Content-SHA256"),
+        )
+        return Response(
+            SubmissionFileOutputSerializer(result.file).data,
+            status=HTTPStatus.CREATED if result.created else HTTPStatus.OK,
+        )

@@ -1,0 +1,122 @@
+"""Submissions: a user's set of files for one question, graded by a job."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models.functions import Lower
+
+from apps.core.models_utils import new_hex_id
+from apps.core.transitions import TransitionTable
+
+
+class SubmissionStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    PENDING = "pending", "Pending"
+    PROCESSING = "processing", "Processing"
+    COMPLETED = "completed", "Completed"
+    REVIEW_PENDING = "review_pending", "Review pending"
+    FAILED = "failed", "Failed"
+
+
+_S = SubmissionStatus
+
+# The whole submission lifecycle (SPEC §5). Every status change goes through this table.
+SUBMISSION_TRANSITIONS: TransitionTable[str] = TransitionTable(
+    "Submission",
+    {
+        _S.DRAFT: frozenset({_S.PENDING}),
+        _S.PENDING: frozenset({_S.PROCESSING, _S.FAILED}),
+        _S.PROCESSING: frozenset({_S.COMPLETED, _S.REVIEW_PENDING, _S.FAILED}),
+        _S.REVIEW_PENDING: frozenset({_S.COMPLETED, _S.FAILED}),
+        # Only by an explicit regrade (admin action or staff API).
+        _S.COMPLETED: frozenset({_S.PENDING}),
+        _S.FAILED: frozenset({_S.PENDING}),
+    },
+)
+
+IN_FLIGHT_STATUSES = (SubmissionStatus.PENDING, SubmissionStatus.PROCESSING)
+FINISHED_STATUSES = (
+    SubmissionStatus.COMPLETED,
+    SubmissionStatus.FAILED,
+    SubmissionStatus.REVIEW_PENDING,
+)
+
+
+class Submission(models.Model):
+    id = models.CharField(primary_key=True, max_length=32, default=new_hex_id, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="submissions"
+    )
+    status = models.CharField(
+        max_length=20, choices=SubmissionStatus.choices, default=SubmissionStatus.DRAFT
+    )
+    entrypoint = models.CharField(max_length=255, default="main.py")
+    config_file = models.CharField(max_length=255, default="config.yaml")
+    metadata = models.JSONField(default=dict, blank=True)
+    question_id = models.CharField(max_length=200, blank=True, default="")
+    skill = models.CharField(max_length=200, blank=True, default="")
+
+    # Grading outcome.
+    score = models.FloatField(null=True, blank=True)
+    status_reason = models.TextField(blank=True, default="")
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    # Processing lease of the grading worker that holds it (SPEC §5).
+    lease_token = models.CharField(max_length=32, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # Natural dedup of in-flight work (seed 003): one pending/processing submission per
+            # (owner, question_id, skill) when a question is named.
+            models.UniqueConstraint(
+                fields=["owner", "question_id", "skill"],
+                condition=models.Q(status__in=["pending", "processing"])
+                & ~models.Q(question_id=""),
+                name="submissions_submission_one_in_flight",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=SubmissionStatus.values),
+                name="submissions_submission_status_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["owner", "status"], name="submissions_owner_status"),
+            models.Index(
+                fields=["question_id", "skill", "status", "score"],
+                name="submissions_leaderboard",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status})"
+
+
+class SubmissionFile(models.Model):
+    """One uploaded file. Names are unique per submission, compared case-insensitively."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="files")
+    filename = models.CharField(max_length=255)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    storage_name = models.CharField(max_length=1024)
+    uploaded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["uploaded_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                "submission",
+                Lower("filename"),
+                name="submissions_submissionfile_unique_name_ci",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.submission_id}/{self.filename}"

@@ -1,0 +1,88 @@
+"""Reads of submissions and their files."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Prefetch, QuerySet, Value
+from django.db.models.functions import Lower
+
+from apps.core.selectors import owned_get
+from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
+
+
+def submission_list(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Submission]:
+    return Submission.objects.filter(owner_id=user.pk)
+
+
+def submission_get(
+    *,
+    submission_id: str,
+    user: AbstractBaseUser | AnonymousUser | None = None,
+    for_update: bool = False,
+) -> Submission:
+    """The submission, owned by `user` when given (404 unknown, 403 someone else's).
+
+    With `for_update` the row is locked (call inside `transaction.atomic()`): every write to a
+    submission and to its file list serializes on this lock.
+    """
+    return owned_get(
+        Submission.objects.all(),
+        lookup={"pk": submission_id},
+        user=user,
+        label="Submission",
+        for_update=for_update,
+    )
+
+
+def submission_file_list(*, submission: Submission) -> QuerySet[SubmissionFile]:
+    """Files in upload order."""
+    return SubmissionFile.objects.filter(submission=submission).order_by("uploaded_at", "id")
+
+
+def submission_file_names(*, submission: Submission) -> set[str]:
+    return set(
+        SubmissionFile.objects.filter(submission=submission).values_list("filename", flat=True)
+    )
+
+
+def submission_missing_files(*, submission: Submission) -> list[str]:
+    """The required files (entrypoint, config file) not uploaded yet, in that order."""
+    names = submission_file_names(submission=submission)
+    required = [submission.entrypoint, submission.config_file]
+    return [name for name in dict.fromkeys(required) if name not in names]
+
+
+def submission_list_with_files(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Submission]:
+    """The user's submissions, newest first, with their files prefetched in upload order."""
+    files = SubmissionFile.objects.order_by("uploaded_at", "id")
+    return (
+        submission_list(user=user)
+        .order_by("-created_at", "id")
+        .prefetch_related(Prefetch("files", queryset=files))
+    )
+
+
+def submission_file_get_by_name(*, submission: Submission, filename: str) -> SubmissionFile | None:
+    """The file whose name equals `filename` case-insensitively, with the database's own
+    case folding (the same `LOWER()` as the unique constraint)."""
+    return (
+        SubmissionFile.objects.filter(submission=submission)
+        .annotate(name_lower=Lower("filename"))
+        .filter(name_lower=Lower(Value(filename)))
+        .first()
+    )
+
+
+def submission_file_count(*, submission: Submission) -> int:
+    return SubmissionFile.objects.filter(submission=submission).count()
+
+
+def submission_stale_draft_ids(*, older_than: dt.datetime) -> list[str]:
+    """Ids of drafts created before `older_than`, oldest first."""
+    return list(
+        Submission.objects.filter(status=SubmissionStatus.DRAFT, created_at__lt=older_than)
+        .order_by("created_at", "id")
+        .values_list("id", flat=True)
+    )

@@ -1,0 +1,381 @@
+"""Writes to submissions. `submission_transition` is the only code that writes a status.
+
+Uploads follow one discipline: every byte is checked and stored OUTSIDE any transaction; then a
+short transaction locks the submission row (the same lock the jobs app takes to seal it),
+re-checks status, count and names, and inserts the row. Whatever is refused after storing has
+its stored object deleted, so a failed upload leaves neither a row nor an object.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.storage import Storage, storages
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.core.cleanup import CleanupReport
+from apps.core.exceptions import InvalidRequest, InvalidTransition, NotFound
+from apps.core.models_utils import new_hex_id
+from apps.submissions.exceptions import (
+    ChecksumMismatch,
+    DuplicateFilename,
+    SubmissionSealed,
+    TooManyFiles,
+)
+from apps.submissions.models import (
+    SUBMISSION_TRANSITIONS,
+    Submission,
+    SubmissionFile,
+    SubmissionStatus,
+)
+from apps.submissions.selectors import (
+    submission_file_count,
+    submission_file_get_by_name,
+    submission_get,
+    submission_stale_draft_ids,
+)
+from apps.submissions.uploads import IncomingFile
+from apps.submissions.validation import filename_problem, validate_archive, validate_filename
+
+logger = logging.getLogger(__name__)
+
+_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+def submission_transition(
+    *, submission: Submission, to: SubmissionStatus, **fields: Any
+) -> Submission:
+    """Move a submission to `to` (raising InvalidTransition unless the table allows it).
+
+    Compare-and-set: the row is updated only if it is still in the status the caller read, so
+    a stale caller can never overwrite a newer state; a lost race raises InvalidTransition.
+    Call it with the row locked (`submission_get(for_update=True)`) when other fields depend
+    on what was read. `fields` are written in the same UPDATE.
+    """
+    old = SubmissionStatus(submission.status)
+    SUBMISSION_TRANSITIONS.assert_allowed(old, to)
+    now = timezone.now()
+    values: dict[str, Any] = {"status": to, "updated_at": now, **fields}
+    if to == SubmissionStatus.COMPLETED and "completed_at" not in fields:
+        values["completed_at"] = now
+    updated = Submission.objects.filter(pk=submission.pk, status=old).update(**values)
+    if updated != 1:
+        raise InvalidTransition(
+            f"Submission {submission.pk} is no longer {old}; it cannot go to {to}.",
+            extra={"from_status": str(old), "to_status": str(to)},
+        )
+    for name, value in values.items():
+        setattr(submission, name, value)
+    return submission
+
+
+@dataclass(frozen=True)
+class FileAddResult:
+    file: SubmissionFile
+    created: bool
+
+
+def _storage() -> Storage:
+    return storages["default"]
+
+
+def _store(*, submission_id: str, upload: IncomingFile) -> str:
+    """Write the upload to storage under a key the server builds; return the stored name.
+
+    The key is `submissions/<submission id>/<attempt id>/<file name>`: each attempt owns its
+    object, so deleting a refused attempt's object can never remove another attempt's file,
+    even on S3 where "create if absent" is not atomic. FileSystemStorage moves the temporary
+    file into place (no copy); S3 streams it in multipart chunks.
+    """
+    key = f"submissions/{submission_id}/{new_hex_id()}/{upload.raw_name}"
+    upload.seek(0)
+    return _storage().save(key, upload)
+
+
+def _delete_stored(names: Sequence[str]) -> None:
+    storage = _storage()
+    for name in names:
+        try:
+            storage.delete(name)
+        except Exception:
+            logger.exception("Could not delete stored upload %s", name)
+
+
+def _normalized_checksum(expected: str | None) -> str | None:
+    if expected is None:
+        return None
+    value = expected.strip()
+    if not _SHA256.match(value):
+        raise InvalidRequest(
+            "X-Content-SHA256 must be 64 hexadecimal characters.",
+            fields={"X-Content-SHA256": ["Must be 64 hexadecimal characters."]},
+        )
+    return value.lower()
+
+
+def _check_checksum(upload: IncomingFile, expected: str | None) -> None:
+    if expected is not None and upload.sha256 != expected:
+        raise ChecksumMismatch(
+            f"'{upload.raw_name}' has SHA-256 {upload.sha256}, not {expected}; nothing was kept.",
+            extra={"filename": upload.raw_name, "sha256": upload.sha256, "expected": expected},
+        )
+
+
+def _assert_open(submission: Submission) -> None:
+    if submission.status != SubmissionStatus.DRAFT:
+        raise SubmissionSealed(
+            f"Submission {submission.pk} is {submission.status}: its files can no longer change.",
+            extra={"status": submission.status},
+        )
+
+
+def _assert_room(submission: Submission, adding: int = 1) -> None:
+    limit = int(settings.MAX_FILES_PER_SUBMISSION)
+    if submission_file_count(submission=submission) + adding > limit:
+        raise TooManyFiles(
+            f"Submission {submission.pk} already holds the maximum of {limit} files.",
+            extra={"max_files": limit},
+        )
+
+
+def _same_or_duplicate(existing: SubmissionFile, upload: IncomingFile) -> FileAddResult:
+    if existing.sha256 == upload.sha256:
+        return FileAddResult(file=existing, created=False)
+    raise DuplicateFilename(
+        f"'{existing.filename}' is already in submission {existing.submission_id} with "
+        "different content (names are compared case-insensitively).",
+        extra={"filename": upload.raw_name, "existing_filename": existing.filename},
+    )
+
+
+def submission_assert_open_for_upload(*, user: AbstractBaseUser, submission_id: str) -> Submission:
+    """The user's submission if it still accepts files (no lock: a fast refusal before the
+    body is read). Raises NotFound, PermissionDenied, SubmissionSealed."""
+    submission = submission_get(submission_id=submission_id, user=user)
+    _assert_open(submission)
+    return submission
+
+
+def submission_file_add(
+    *,
+    user: AbstractBaseUser,
+    submission_id: str,
+    upload: IncomingFile,
+    expected_sha256: str | None = None,
+) -> FileAddResult:
+    """Add one received file to the user's draft submission.
+
+    Idempotent: re-sending a name with the same content (same sha256) returns the stored file
+    with `created=False` and stores nothing. Locks the submission row (after storing, for the
+    insert only), so sealing, `MAX_FILES_PER_SUBMISSION` and the case-insensitive unique name
+    hold under concurrent uploads; the unique constraint is the last line of defence.
+    Raises NotFound, PermissionDenied, SubmissionSealed, InvalidFilename, InvalidExtension,
+    ChecksumMismatch, DuplicateFilename, TooManyFiles, InvalidArchive, UnsafeArchive,
+    InvalidRequest (malformed checksum). A refusal leaves no row and no stored object.
+    """
+    validate_filename(upload.raw_name)
+    _check_checksum(upload, _normalized_checksum(expected_sha256))
+    # Cheap refusals before anything is stored; all re-checked under the lock below.
+    submission = submission_assert_open_for_upload(user=user, submission_id=submission_id)
+    existing = submission_file_get_by_name(submission=submission, filename=upload.raw_name)
+    if existing is not None:
+        return _same_or_duplicate(existing, upload)
+    _assert_room(submission)
+    validate_archive(path=Path(upload.temporary_file_path()), filename=upload.raw_name)
+
+    stored = _store(submission_id=submission.pk, upload=upload)
+    try:
+        with transaction.atomic():
+            submission = submission_get(submission_id=submission_id, user=user, for_update=True)
+            _assert_open(submission)
+            existing = submission_file_get_by_name(submission=submission, filename=upload.raw_name)
+            if existing is not None:
+                result = _same_or_duplicate(existing, upload)
+            else:
+                _assert_room(submission)
+                try:
+                    with transaction.atomic():
+                        row = SubmissionFile.objects.create(
+                            submission=submission,
+                            filename=upload.raw_name,
+                            size=upload.size or 0,
+                            sha256=upload.sha256,
+                            storage_name=stored,
+                        )
+                except IntegrityError as exc:
+                    raise DuplicateFilename(
+                        f"'{upload.raw_name}' is already in submission {submission.pk}.",
+                        extra={"filename": upload.raw_name},
+                    ) from exc
+                result = FileAddResult(file=row, created=True)
+    except BaseException:
+        _delete_stored([stored])
+        raise
+    if not result.created:
+        _delete_stored([stored])
+    return result
+
+
+def _metadata_problem(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "Text cannot contain NUL characters." if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = _metadata_problem(key) or _metadata_problem(item)
+            if problem:
+                return problem
+    if isinstance(value, list):
+        for item in value:
+            problem = _metadata_problem(item)
+            if problem:
+                return problem
+    return None
+
+
+def submission_create(
+    *,
+    user: AbstractBaseUser,
+    uploads: Sequence[IncomingFile],
+    entrypoint: str = "main.py",
+    config_file: str = "config.yaml",
+    metadata: dict[str, Any] | None = None,
+    question_id: str = "",
+    skill: str = "",
+    expected_sha256: str | None = None,
+) -> Submission:
+    """Create a draft submission owned by `user` with its first file(s) (bulk mode: several).
+
+    All files are checked, then stored outside any transaction, then the submission and its
+    file rows are inserted in one transaction; any refusal deletes what was stored. Not
+    idempotent (each call is a new submission). `expected_sha256` applies to a single file.
+    Raises InvalidRequest, InvalidFilename, InvalidExtension, DuplicateFilename (two files of
+    one name), TooManyFiles, ChecksumMismatch, InvalidArchive, UnsafeArchive.
+    """
+    metadata = metadata if metadata is not None else {}
+    fields: dict[str, list[str]] = {}
+    if not uploads:
+        fields["files"] = ["At least one file is required."]
+    for field_name, value in (("entrypoint", entrypoint), ("config_file", config_file)):
+        problem = filename_problem(value)
+        if problem:
+            fields[field_name] = [problem]
+    problem = _metadata_problem(metadata)
+    if problem:
+        fields["metadata"] = [problem]
+    if fields:
+        raise InvalidRequest("; ".join(f"{k}: {v[0]}" for k, v in fields.items()), fields=fields)
+
+    limit = int(settings.MAX_FILES_PER_SUBMISSION)
+    if len(uploads) > limit:
+        raise TooManyFiles(f"A submission holds at most {limit} files.", extra={"max_files": limit})
+    seen: dict[str, str] = {}
+    for upload in uploads:
+        validate_filename(upload.raw_name)
+        folded = upload.raw_name.lower()
+        if folded in seen:
+            raise DuplicateFilename(
+                f"'{upload.raw_name}' and '{seen[folded]}' are the same name "
+                "(names are compared case-insensitively).",
+                extra={"filename": upload.raw_name, "existing_filename": seen[folded]},
+            )
+        seen[folded] = upload.raw_name
+    expected = _normalized_checksum(expected_sha256)
+    if expected is not None:
+        if len(uploads) != 1:
+            raise InvalidRequest(
+                "X-Content-SHA256 applies to a request with exactly one file.",
+                fields={"X-Content-SHA256": ["Send it with exactly one file."]},
+            )
+        _check_checksum(uploads[0], expected)
+    for upload in uploads:
+        validate_archive(path=Path(upload.temporary_file_path()), filename=upload.raw_name)
+
+    submission_id = new_hex_id()
+    stored: list[str] = []
+    try:
+        for upload in uploads:
+            # One at a time: what was stored before a failure must be deleted.
+            stored.append(_store(submission_id=submission_id, upload=upload))  # noqa: PERF401
+        with transaction.atomic():
+            submission = Submission.objects.create(
+                id=submission_id,
+                owner_id=user.pk,
+                entrypoint=entrypoint,
+                config_file=config_file,
+                metadata=metadata,
+                question_id=question_id,
+                skill=skill,
+            )
+            try:
+                with transaction.atomic():
+                    for upload, name in zip(uploads, stored, strict=True):
+                        SubmissionFile.objects.create(
+                            submission=submission,
+                            filename=upload.raw_name,
+                            size=upload.size or 0,
+                            sha256=upload.sha256,
+                            storage_name=name,
+                        )
+            except IntegrityError as exc:
+                raise DuplicateFilename(
+                    "Two files have the same name (compared case-insensitively)."
+                ) from exc
+    except BaseException:
+        _delete_stored(stored)
+        raise
+    return submission
+
+
+def submission_delete(*, submission_id: str, drafts_only: bool = False) -> list[str] | None:
+    """Delete a submission with its file rows (and jobs, by cascade), then, after commit, its
+    stored objects.
+
+    Locks the submission. Returns None and changes nothing when it no longer exists, or when
+    `drafts_only` and it is not a draft any more (so it never races a job that is sealing it).
+    Returns the stored names removed.
+    """
+    with transaction.atomic():
+        try:
+            submission = submission_get(submission_id=submission_id, for_update=True)
+        except NotFound:
+            return None
+        if drafts_only and submission.status != SubmissionStatus.DRAFT:
+            return None
+        names = list(
+            SubmissionFile.objects.filter(submission=submission).values_list(
+                "storage_name", flat=True
+            )
+        )
+        submission.delete()
+        transaction.on_commit(partial(_delete_stored, names))
+    return names
+
+
+def submission_draft_delete(*, submission_id: str) -> list[str] | None:
+    """`submission_delete` for a draft only (see there)."""
+    return submission_delete(submission_id=submission_id, drafts_only=True)
+
+
+def submission_drafts_cleanup(*, now: dt.datetime, dry_run: bool) -> CleanupReport:
+    """Cleanup kind `drafts`: drafts created more than `SUBMISSION_DRAFT_TTL_DAYS` ago are
+    deleted with their stored files (each in its own short transaction). `dry_run` lists them."""
+    older_than = now - dt.timedelta(days=float(settings.SUBMISSION_DRAFT_TTL_DAYS))
+    ids = submission_stale_draft_ids(older_than=older_than)
+    if dry_run:
+        return CleanupReport(kind="drafts", count=len(ids), items=ids)
+    removed: list[str] = []
+    for submission_id in ids:
+        names = submission_draft_delete(submission_id=submission_id)
+        if names is not None:
+            removed.append(f"{submission_id} ({len(names)} files)")
+    return CleanupReport(kind="drafts", count=len(removed), items=removed)

@@ -1,0 +1,47 @@
+"""Run every benchmark script in bench/, each in its own interpreter, one after another.
+
+Output is shown and also written to bench/results/<script>.txt. Extra arguments are passed to
+every script (e.g. `--quick` where a script supports it).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> int:
+    scripts = sorted(p for p in HERE.glob("*.py") if p.name not in {"run_all.py", "__init__.py"})
+    only = {arg for arg in sys.argv[1:] if not arg.startswith("-")}
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    failed: list[str] = []
+    for script in scripts:
+        if only and script.stem not in only:
+            continue
+        print(f"== {script.name}", flush=True)
+        with (results / f"{script.stem}.txt").open("w") as log:
+            process = subprocess.Popen(
+                [sys.executable, str(script)],
+                cwd=HERE.parent,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            assert process.stdout is not None
+            for line in process.stdout:
+                sys.stdout.write(line)
+                log.write(line)
+            if process.wait() != 0:
+                failed.append(script.name)
+    if failed:
+        print("failed: " + ", ".join(failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

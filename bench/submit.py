@@ -1,0 +1,370 @@
+"""Job submission throughput and latency against gunicorn + PostgreSQL on loopback.
+
+One run measures, with 16 concurrent clients (one user each):
+  - baseline: a plain DRF endpoint that inserts one row (mounted only for this benchmark),
+  - submit:   POST /api/jobs/ with a new idempotency key (and a new draft submission) each,
+  - replay:   POST /api/jobs/ repeating those keys (answered from the key, no new job),
+and prints throughput and p50/p99 latency with ratios to the baseline. Then 64 clients race
+on one user's concurrent-job quota (limit 5) and on one key, and the overshoot / duplicate
+counts are read back from the database (both must be 0).
+
+Environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/yoyaku_bench_submit,
+created and dropped by the run), BENCH_REQUESTS (per client, default 120), BENCH_WORKERS
+(gunicorn workers, default 4), BENCH_ROUNDS (race rounds, default 5).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parent.parent
+CLIENTS = 16
+RACERS = 64
+REQUESTS = int(os.environ.get("BENCH_REQUESTS", "120"))
+WORKERS = int(os.environ.get("BENCH_WORKERS", "4"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+SLICES = 4
+DB_URL = os.environ.get(
+    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/yoyaku_bench_submit"
+)
+SETTINGS = "bench.submit_support.settings"
+CHILD_FLAG = "YOYAKU_BENCH_SUBMIT_CHILD"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _psql_admin(sql: str) -> None:
+    url = urlparse(DB_URL)
+    subprocess.run(
+        [
+            "psql",
+            "-q",
+            "-h",
+            url.hostname or "127.0.0.1",
+            "-p",
+            str(url.port or 5432),
+            "-U",
+            url.username or "postgres",
+            "-d",
+            "postgres",
+            "-c",
+            sql,
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _db_name() -> str:
+    return urlparse(DB_URL).path.lstrip("/")
+
+
+def _setup_django() -> None:
+    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
+    os.environ["DATABASE_URL"] = DB_URL
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+class Server:
+    def __init__(self) -> None:
+        self.port = _free_port()
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": SETTINGS,
+            "DATABASE_URL": DB_URL,
+            "LOG_LEVEL": "ERROR",
+            "DEBUG": "false",
+        }
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "config.wsgi",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                str(WORKERS),
+                "--backlog",
+                "512",
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=env,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                status, _ = request(self.port, "GET", "/healthz", None, None)
+                if status < 500:
+                    return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("gunicorn did not start")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def request(
+    port: int, method: str, path: str, token: str | None, body: dict[str, Any] | None
+) -> tuple[int, dict[str, Any]]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Content-Type": "application/json", "Connection": "close"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        conn.request(method, path, body=json.dumps(body) if body else None, headers=headers)
+        response = conn.getresponse()
+        data = response.read()
+    finally:
+        conn.close()
+    return response.status, json.loads(data) if data else {}
+
+
+def run_load(
+    port: int, work: list[list[tuple[str, str, dict[str, Any]]]]
+) -> tuple[float, list[float], list[tuple[int, dict[str, Any]]]]:
+    """Each client sends its list of (path, token, body) in order. Returns elapsed, latencies."""
+    latencies: list[float] = []
+    results: list[tuple[int, dict[str, Any]]] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(len(work) + 1)
+
+    def client(items: list[tuple[str, str, dict[str, Any]]]) -> None:
+        mine: list[float] = []
+        answers = []
+        barrier.wait()
+        for path, token, body in items:
+            start = time.perf_counter()
+            answers.append(request(port, "POST", path, token, body))
+            mine.append(time.perf_counter() - start)
+        with lock:
+            latencies.extend(mine)
+            results.extend(answers)
+
+    threads = [threading.Thread(target=client, args=(items,)) for items in work]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start, latencies, results
+
+
+def summarize(name: str, elapsed: float, latencies: list[float]) -> dict[str, float]:
+    ordered = sorted(latencies)
+    p50 = statistics.median(ordered) * 1000
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+    rate = len(latencies) / elapsed
+    print(f"  {name:<9} {rate:8.1f} req/s   p50 {p50:6.1f} ms   p99 {p99:6.1f} ms", flush=True)
+    return {"rate": rate, "p50": p50, "p99": p99}
+
+
+def prepare_users(count: int, prefix: str, per_user_submissions: int, **policy: Any) -> list[Any]:
+    """Users with tokens, a quota policy and draft submissions (complete file lists)."""
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    from apps.core.models_utils import new_hex_id
+    from apps.quotas.models import QuotaPolicy
+    from apps.submissions.models import Submission, SubmissionFile
+
+    users = []
+    for i in range(count):
+        user = User.objects.create_user(username=f"{prefix}{i}-{new_hex_id()[:6]}")
+        token = Token.objects.create(user=user)
+        QuotaPolicy.objects.create(user=user, **policy)
+        submissions = Submission.objects.bulk_create(
+            [Submission(owner=user) for _ in range(per_user_submissions)]
+        )
+        SubmissionFile.objects.bulk_create(
+            [
+                SubmissionFile(
+                    submission=s, filename=name, size=1, sha256="0" * 64, storage_name=name
+                )
+                for s in submissions
+                for name in ("main.py", "config.yaml")
+            ]
+        )
+        users.append((user, token.key, [s.pk for s in submissions]))
+    return users
+
+
+def race_quota(port: int) -> tuple[int, int]:
+    """64 clients, one user, limit 5, distinct keys: (worst overshoot, total 201s beyond 5)."""
+    from apps.jobs.models import ACTIVE_JOB_STATUSES, Job
+
+    worst = extra = 0
+    for round_no in range(ROUNDS):
+        ((user, token, submission_ids),) = prepare_users(
+            1, f"quota{round_no}-", RACERS, max_concurrent_jobs=5, max_jobs_per_day=100000
+        )
+        work = [
+            [("/api/jobs/", token, {"submission_id": sid, "idempotency_key": f"q-{i}"})]
+            for i, sid in enumerate(submission_ids)
+        ]
+        _, _, results = run_load(port, work)
+        created = sum(1 for status, _ in results if status == 201)
+        active = Job.objects.filter(owner=user, status__in=ACTIVE_JOB_STATUSES).count()
+        worst = max(worst, active - 5)
+        extra += max(0, created - 5)
+        assert all(s == 201 or b.get("code") == "quota_exceeded" for s, b in results), results
+    return worst, extra
+
+
+def race_key(port: int) -> int:
+    """64 clients, one user, one key: jobs beyond the first, summed over the rounds."""
+    from apps.jobs.models import Job
+
+    duplicates = 0
+    for round_no in range(ROUNDS):
+        ((user, token, (submission_id,)),) = prepare_users(
+            1, f"key{round_no}-", 1, max_concurrent_jobs=1000, max_jobs_per_day=100000
+        )
+        body = {"submission_id": submission_id, "idempotency_key": "one-key"}
+        _, _, results = run_load(port, [[("/api/jobs/", token, body)] for _ in range(RACERS)])
+        duplicates += Job.objects.filter(owner=user).count() - 1
+        ok = {200, 201}
+        assert all(
+            s in ok or b.get("code") == "idempotency_request_in_progress" for s, b in results
+        ), results
+    return duplicates
+
+
+def main() -> int:
+    """Run the benchmark in a fresh interpreter: `make bench` runs every script in one process,
+    and Django can be set up only once per process (with this benchmark's own settings)."""
+    if os.environ.get(CHILD_FLAG) != "1":
+        return subprocess.call(
+            [sys.executable, __file__], cwd=ROOT, env={**os.environ, CHILD_FLAG: "1"}
+        )
+    return _run()
+
+
+def _run() -> int:
+    _psql_admin(f'DROP DATABASE IF EXISTS "{_db_name()}"')
+    _psql_admin(f'CREATE DATABASE "{_db_name()}"')
+    server: Server | None = None
+    try:
+        _setup_django()
+        from django.core.management import call_command
+        from django.db import connections
+
+        call_command("migrate", verbosity=0)
+        big = {"max_concurrent_jobs": 1_000_000, "max_jobs_per_day": 1_000_000}
+        users = prepare_users(CLIENTS, "load", REQUESTS + 10, **big)
+        connections.close_all()
+
+        server = Server()
+        port = server.port
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(
+            f"gunicorn {WORKERS} sync workers, PostgreSQL, {CLIENTS} clients x {REQUESTS} "
+            f"requests; {os.cpu_count()} CPUs, load average before the run {load}",
+            flush=True,
+        )
+        # Warm-up: every worker opens its database connection.
+        warm: list[list[tuple[str, str, dict[str, Any]]]] = [
+            [("/bench/baseline/", tok, {})] * 5 for _, tok, _ in users
+        ]
+        run_load(port, warm)
+        warm_jobs = [
+            [("/api/jobs/", tok, {"submission_id": sids[-1 - i]}) for i in range(5)]
+            for _, tok, sids in users
+        ]
+        run_load(port, warm_jobs)
+
+        # The three loads alternate in SLICES short slices, so a change in the machine's load
+        # (it may be shared) hits them alike; times and latencies are summed per load.
+        totals: dict[str, tuple[float, list[float]]] = {
+            "baseline": (0.0, []),
+            "submit": (0.0, []),
+            "replay": (0.0, []),
+        }
+        step = -(-REQUESTS // SLICES)
+        for start in range(0, REQUESTS, step):
+            part = range(start, min(REQUESTS, start + step))
+            baseline_work: list[list[tuple[str, str, dict[str, Any]]]] = [
+                [("/bench/baseline/", tok, {}) for _ in part] for _, tok, _ in users
+            ]
+            submit_work = [
+                [
+                    (
+                        "/api/jobs/",
+                        tok,
+                        {"submission_id": sids[i], "idempotency_key": f"k-{sids[i]}"},
+                    )
+                    for i in part
+                ]
+                for _, tok, sids in users
+            ]
+            for name, work, expected in (
+                ("baseline", baseline_work, 201),
+                ("submit", submit_work, 201),
+                ("replay", submit_work, 200),
+            ):
+                elapsed, lat, results = run_load(port, work)
+                assert all(status == expected for status, _ in results), {s for s, _ in results}
+                total, latencies = totals[name]
+                totals[name] = (total + elapsed, latencies + lat)
+        base, sub, rep = (
+            summarize(name, *totals[name]) for name in ("baseline", "submit", "replay")
+        )
+        print(
+            f"  ratios: submit/baseline throughput {sub['rate'] / base['rate']:.2f} "
+            f"(target >= 0.50), replay/baseline {rep['rate'] / base['rate']:.2f}; "
+            f"submit p99 {sub['p99']:.0f} ms (target <= 100)",
+            flush=True,
+        )
+
+        overshoot, extra = race_quota(port)
+        duplicates = race_key(port)
+        print(
+            f"  races ({ROUNDS} rounds x {RACERS} clients): quota overshoot {overshoot} "
+            f"(extra 201s {extra}), one-key duplicates {duplicates} (targets 0)",
+            flush=True,
+        )
+        connections.close_all()
+        return 0 if overshoot == 0 and extra == 0 and duplicates == 0 else 1
+    finally:
+        if server is not None:
+            server.stop()
+        try:
+            from django.db import connections
+
+            connections.close_all()
+        except Exception:  # noqa: S110 - Django may not be set up yet
+            pass
+        _psql_admin(f'DROP DATABASE IF EXISTS "{_db_name()}"')
+
+
+if __name__ == "__main__":
+    code = main()
+    if code:
+        sys.exit(code)

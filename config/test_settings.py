@@ -1,0 +1,23 @@
+"""Settings for the test suite: the production settings with test-only secrets filled in."""
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
+os.environ.setdefault(
+    "SCHEDULE_WEBHOOK_SECRET", "whsec_dGVzdC1vbmx5LXlveWFrdS13ZWJob29rLXNlY3JldA=="
+)
+
+from config.settings import *  # noqa: F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+MEDIA_ROOT = Path(os.environ.get("TEST_MEDIA_ROOT", str(BASE_DIR / ".test-media")))  # noqa: F405
+# Serve static files from the finders; the suite never runs collectstatic.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
+
+# Test-only fault switch (inert until a test arms it; see tests/faults.py). Production settings
+# never list it.
+MIDDLEWARE = [*MIDDLEWARE, "tests.faults.FaultInjectionMiddleware"]  # noqa: F405
+PAGES_RETRY_BASE_DELAY_MS = 100
+PAGES_POLL_INTERVAL_MS = 300

@@ -1,0 +1,36 @@
+from django.contrib import admin
+from django.urls import URLPattern, URLResolver, include, path, re_path
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from apps.core.api.views import ApiNotFound, healthz
+from apps.core.pages import JobDetailPage, JobsPage, LeaderboardPage, ReviewPage, SubmitPage
+
+admin.site.site_header = "Yoyaku administration"
+admin.site.site_title = "Yoyaku admin"
+admin.site.index_title = "Jobs, quotas, submissions, review and schedules"
+
+api_patterns: list[URLPattern | URLResolver] = [
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("", include("apps.core.api.urls")),
+    path("", include("apps.submissions.api.urls")),
+    path("", include("apps.quotas.api.urls")),
+    path("", include("apps.jobs.api.urls")),
+    path("", include("apps.review.api.urls")),
+    path("", include("apps.schedule.api.urls")),
+    re_path(r"^.*$", ApiNotFound.as_view(), name="api-not-found"),
+]
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/submit/", permanent=False), name="home"),
+    path("submit/", SubmitPage.as_view(), name="submit"),
+    path("jobs/", JobsPage.as_view(), name="jobs"),
+    path("jobs/<str:job_id>/", JobDetailPage.as_view(), name="job-detail"),
+    path("leaderboard/", LeaderboardPage.as_view(), name="leaderboard"),
+    path("review/", ReviewPage.as_view(), name="review"),
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("api/", include(api_patterns)),
+]

@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from tests.factories import make_user
+
+UsingPostgres = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+
+
+def pytest_report_header() -> list[str]:
+    db = settings.DATABASES["default"]
+    broker = "redis" if "redis" in settings.Q_CLUSTER else "orm"
+    return [f"yoyaku: database={db['ENGINE'].rsplit('.', 1)[-1]} broker={broker}"]
+
+
+@pytest.fixture(autouse=True)
+def _media_root(settings: Any, tmp_path: Any) -> None:
+    """Every test stores files in its own folder."""
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_leftover_database_sessions(
+    request: pytest.FixtureRequest, django_db_setup: None, django_db_blocker: Any
+) -> Iterator[None]:
+    """PostgreSQL refuses to drop the test database while another session is connected to it.
+
+    A helper thread or child process of some test may still hold a connection when the session
+    ends; report it (so the leak stays visible) and end it, so teardown can drop the database.
+    """
+    yield
+    if not UsingPostgres:
+        return
+    from django.db import connection
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, application_name, state, left(query, 120) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        for pid, application, state, query in cursor.fetchall():
+            if reporter is not None:
+                reporter.write_line(
+                    f"leftover database session {pid} ({application}, {state}): {query}"
+                )
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+@pytest.fixture(autouse=True)
+def _close_webhook_connections() -> Iterator[None]:
+    """Webhook calls keep pooled keep-alive connections; close them with the test that opened
+    them, or the sockets are reported unclosed in whichever test happens to collect them."""
+    yield
+    from apps.schedule.execution import http_clients_close
+
+    http_clients_close()
+
+
+@pytest.fixture
+def user(db: None) -> User:
+    return make_user(username="alice")
+
+
+@pytest.fixture
+def other_user(db: None) -> User:
+    return make_user(username="bob")
+
+
+@pytest.fixture
+def staff_user(db: None) -> User:
+    return make_user(username="staff", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def api_client() -> APIClient:
+    """No credentials."""
+    return APIClient()
+
+
+@pytest.fixture
+def client_for(db: None) -> Callable[[User], APIClient]:
+    """An APIClient that sends `Authorization: Bearer <token>` for the given user."""
+
+    def make(some_user: User) -> APIClient:
+        token, _ = Token.objects.get_or_create(user=some_user)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.key}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def user_client(user: User, client_for: Callable[[User], APIClient]) -> APIClient:
+    return client_for(user)
+
+
+@pytest.fixture
+def other_client(other_user: User, client_for: Callable[[User], APIClient]) -> APIClient:
+    return client_for(other_user)
+
+
+@pytest.fixture
+def staff_client(staff_user: User, client_for: Callable[[User], APIClient]) -> APIClient:
+    return client_for(staff_user)
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The Redis server named by REDIS_URL; tests that need Redis skip without it."""
+    url = os.environ.get("REDIS_URL", "")
+    if not url:
+        pytest.skip("REDIS_URL is not set")
+    return url

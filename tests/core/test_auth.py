@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import pytest
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("keyword", ["Bearer", "Token", "bearer"])
+def test_token_is_accepted_with_either_keyword(keyword: str, user, api_client: APIClient) -> None:
+    token = Token.objects.create(user=user)
+    api_client.credentials(HTTP_AUTHORIZATION=f"{keyword} {token.key}")
+    response = api_client.get("/api/me/")
+    assert response.status_code == HTTPStatus.OK
+    assert response.json() == {
+        "id": user.id,
+        "username": "alice",
+        "is_staff": False,
+        "is_reviewer": False,
+    }
+
+
+def test_other_schemes_are_not_token_auth(user, api_client: APIClient) -> None:
+    token = Token.objects.create(user=user)
+    api_client.credentials(HTTP_AUTHORIZATION=f"Basic {token.key}")
+    assert api_client.get("/api/me/").status_code == HTTPStatus.UNAUTHORIZED
+
+
+def test_session_login_reaches_the_api_and_unsafe_methods_need_csrf(user) -> None:
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(user)
+    assert client.get("/api/me/").json()["username"] == "alice"
+    response = client.post("/api/me/", {}, format="json")
+    assert response.status_code == HTTPStatus.FORBIDDEN
+    assert response.json()["code"] == "permission_denied"
+    assert "CSRF" in response.json()["error"]

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from http import HTTPStatus
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django_q.models import Schedule
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from apps.core.cleanup import CleanupReport, register_cleanup, unregister_cleanup
+from apps.core.models import Heartbeat
+from apps.core.tasks import cleanup_periodic
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def stale_heartbeats() -> Iterator[None]:
+    """A cleanup kind over real rows: heartbeats not seen for a day."""
+
+    @register_cleanup("test-heartbeats", "heartbeats older than a day")
+    def purge(*, now: dt.datetime, dry_run: bool) -> CleanupReport:
+        stale = Heartbeat.objects.filter(last_tick__lt=now - dt.timedelta(days=1))
+        items = [beat.name for beat in stale]
+        if not dry_run:
+            stale.delete()
+        return CleanupReport(kind="test-heartbeats", count=len(items), items=items)
+
+    now = dt.datetime.now(tz=dt.UTC)
+    Heartbeat.objects.create(name="old", last_tick=now - dt.timedelta(days=3))
+    Heartbeat.objects.create(name="new", last_tick=now)
+    yield
+    unregister_cleanup("test-heartbeats")
+
+
+def test_cleanup_dry_run_reports_and_deletes_nothing(stale_heartbeats: None) -> None:
+    out = StringIO()
+    call_command("cleanup", "--dry-run", "--only", "test-heartbeats", stdout=out)
+    assert "test-heartbeats: would remove 1" in out.getvalue()
+    assert "  old" in out.getvalue()
+    assert Heartbeat.objects.count() == 2
+
+
+def test_cleanup_removes_what_the_dry_run_showed(stale_heartbeats: None) -> None:
+    out = StringIO()
+    call_command("cleanup", "--only", "test-heartbeats", stdout=out)
+    assert "test-heartbeats: removed 1" in out.getvalue()
+    assert list(Heartbeat.objects.values_list("name", flat=True)) == ["new"]
+
+
+def test_cleanup_refuses_an_unknown_kind() -> None:
+    with pytest.raises(CommandError, match="unknown kind: nope"):
+        call_command("cleanup", "--only", "nope", stdout=StringIO())
+
+
+def test_periodic_cleanup_task_runs_every_kind(stale_heartbeats: None) -> None:
+    summary = cleanup_periodic()
+    assert summary["test-heartbeats"] == 1
+    assert Heartbeat.objects.filter(name="old").count() == 0
+
+
+def test_bootstrap_is_idempotent_and_prints_working_tokens() -> None:
+    first, second = StringIO(), StringIO()
+    call_command("bootstrap", stdout=first)
+    call_command("bootstrap", stdout=second)
+    assert first.getvalue() == second.getvalue()
+    assert Schedule.objects.filter(name="yoyaku.cleanup").count() == 1
+
+    demo_line = next(line for line in first.getvalue().splitlines() if "username=demo" in line)
+    token = demo_line.rsplit("token=", 1)[1]
+    assert Token.objects.get(key=token).user.username == "demo"
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert client.get("/api/me/").json()["username"] == "demo"
+
+
+def test_bootstrap_mends_duplicate_schedules() -> None:
+    for _ in range(2):
+        Schedule.objects.create(name="yoyaku.cleanup", func="x", schedule_type=Schedule.ONCE)
+    call_command("bootstrap", "--no-accounts", stdout=StringIO())
+    schedule = Schedule.objects.get(name="yoyaku.cleanup")
+    assert schedule.func == "apps.core.tasks.cleanup_periodic"
+    assert schedule.schedule_type == Schedule.MINUTES
+
+
+def test_healthz_reports_database_and_broker(api_client: APIClient) -> None:
+    response = api_client.get("/healthz")
+    assert response.status_code == HTTPStatus.OK
+    body = response.json()
+    assert body["database"] == "ok"
+    assert body["broker"] == "ok"
+    assert body["status"] in {"ok", "degraded"}
+
+
+def test_docs_and_schema_are_public(api_client: APIClient) -> None:
+    assert api_client.get("/api/schema/").status_code == HTTPStatus.OK
+    docs = api_client.get("/api/docs/")
+    assert docs.status_code == HTTPStatus.OK
+    assert b"swagger-ui" in docs.content
+    assert b"cdn" not in docs.content.lower()

@@ -1,0 +1,32 @@
+"""Query budgets of the submission hot path (a regression here costs throughput)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from apps.quotas.models import QuotaPolicy
+from tests.jobs.factories import make_submission
+
+pytestmark = pytest.mark.django_db
+
+Submit = Callable[..., Any]
+
+
+def test_submission_and_replay_query_budgets(
+    submit: Submit, user: User, django_assert_num_queries: Any
+) -> None:
+    QuotaPolicy.objects.create(user=user)
+    body = {"submission_id": make_submission(owner=user).pk, "idempotency_key": "budget"}
+    # token; key read; key insert (+ savepoint pair inside the test's transaction); savepoint
+    # pair of the job transaction; submission lock; file names; status update; policy lock;
+    # usage; job insert; key bind.
+    with django_assert_num_queries(14):
+        assert submit(body).status_code == HTTPStatus.CREATED
+    # token; key read (with its job).
+    with django_assert_num_queries(2):
+        assert submit(body).status_code == HTTPStatus.OK

@@ -1,0 +1,143 @@
+"""A real `manage.py qcluster` killed with SIGKILL mid-grade: the submission still completes
+exactly once, after its lease expired, with both attempts recorded."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+
+from apps.jobs.models import Job, JobStatus
+from apps.review.models import GradingAttempt, GradingOutcome
+from apps.submissions.models import Submission, SubmissionStatus
+from tests.review.factories import make_job, make_submission
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SLEEPER = """
+import json, sys, time
+marker = open(sys.argv[1]).read().split("marker: ", 1)[1].strip()
+time.sleep(2.5)
+with open(marker, "a") as out:
+    out.write("graded\\n")
+json.dump({"score": 0.6}, open("metrics.json", "w"))
+"""
+
+
+def database_url() -> str:
+    """The test database as a URL the cluster subprocess can open."""
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or "postgres"
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+
+
+def cluster_env(**overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "PYTEST_CURRENT_TEST"}}
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.test_settings",
+        DATABASE_URL=database_url(),
+        TEST_MEDIA_ROOT=str(settings.MEDIA_ROOT),
+        Q_WORKERS="1",
+        Q_POLL="0.1",
+        LOG_LEVEL="INFO",
+    )
+    env.update(overrides)
+    return env
+
+
+@pytest.fixture
+def start_cluster(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Start `manage.py qcluster` in its own process group; every one is killed at teardown."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(name: str, **env: str) -> subprocess.Popen[bytes]:
+        with (tmp_path / f"{name}.log").open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "manage.py", "qcluster"],
+                cwd=ROOT,
+                env=cluster_env(**env),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_cluster_killed_mid_grade_completes_exactly_once_after_lease(
+    user: User, tmp_path: Path, start_cluster: Any
+) -> None:
+    from django_q.brokers.orm import ORM
+    from django_q.tasks import async_task
+
+    marker = tmp_path / "gradings.txt"
+    submission = make_submission(user, program=SLEEPER, config=f"marker: {marker}\n".encode())
+    job = make_job(submission)
+    # GRADING_TIMEOUT 4 s -> lease 5 s (renewed while the worker lives); the broker re-delivers
+    # an unacknowledged task 11 s after it handed it out.
+    timings = {"GRADING_TIMEOUT": "4", "Q_TIMEOUT": "6", "Q_RETRY": "11"}
+    first = start_cluster("first", **timings)
+    async_task("apps.review.tasks.grade_job", job.pk, broker=ORM(list_key="yoyaku"))
+
+    def graded_once_started() -> bool:
+        row = Submission.objects.get(pk=submission.pk)
+        return row.status == SubmissionStatus.PROCESSING and row.attempts == 1
+
+    wait_for(graded_once_started, 40, "the first attempt to start")
+    time.sleep(0.5)
+    os.killpg(first.pid, signal.SIGKILL)  # the cluster, its workers; the program by PDEATHSIG
+    first.wait(timeout=10)
+    time.sleep(3)  # longer than the program's sleep: a survivor would have written its line
+    assert not marker.exists(), "the killed worker's program kept running"
+
+    second = start_cluster("second", **timings)
+    wait_for(
+        lambda: Submission.objects.get(pk=submission.pk).status == SubmissionStatus.COMPLETED,
+        45,
+        "the re-delivered task to complete the submission",
+    )
+    time.sleep(1)
+    second.send_signal(signal.SIGTERM)
+    second.wait(timeout=15)
+
+    row = Submission.objects.get(pk=submission.pk)
+    assert (row.status, row.score, row.attempts) == (SubmissionStatus.COMPLETED, 0.6, 2)
+    assert marker.read_text() == "graded\n"
+    attempts = list(GradingAttempt.objects.filter(submission=row).order_by("number"))
+    assert [(a.number, a.outcome) for a in attempts] == [
+        (1, GradingOutcome.ABANDONED),
+        (2, GradingOutcome.COMPLETED),
+    ]
+    assert attempts[0].worker != attempts[1].worker
+    assert Job.objects.get(pk=job.pk).status == JobStatus.COMPLETED

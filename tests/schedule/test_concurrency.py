@@ -1,0 +1,96 @@
+"""Races with real threads (SQLite and PostgreSQL): bookings of one resource, claims of one
+plan set, deliveries of one plan, one life_uuid."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Callable
+from http import HTTPStatus
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from apps.schedule.execution import plan_claim, plan_execute
+from apps.schedule.models import Life, Plan, PlanState
+from tests.concurrency import run_concurrently
+from tests.schedule.conftest import Receiver, at, point_body, term_body
+from tests.schedule.factories import book_point
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_ten_overlapping_bookings_of_one_resource_yield_exactly_one(
+    user: User, client_for: Callable[[User], APIClient]
+) -> None:
+    clients = [client_for(user) for _ in range(10)]
+
+    def book(i: int) -> int:
+        body = term_body(birth=at(60 + i), death=at(70 + i), resource_id="gpu-0")
+        return clients[i].post("/api/schedules/", body, format="json").status_code
+
+    outcomes = run_concurrently(book, 10)
+    statuses = Counter(o.value for o in outcomes)
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    assert statuses == {HTTPStatus.CREATED: 1, HTTPStatus.CONFLICT: 9}
+    assert Life.objects.filter(resource_id="gpu-0").count() == 1
+
+
+def test_racing_posts_of_one_life_uuid_create_it_once(
+    user: User, client_for: Callable[[User], APIClient]
+) -> None:
+    clients = [client_for(user) for _ in range(8)]
+    body = point_body(life_uuid="ee" * 16, resource_id="r")
+    outcomes = run_concurrently(
+        lambda i: clients[i].post("/api/schedules/", body, format="json").status_code, 8
+    )
+    assert Counter(o.value for o in outcomes) == {HTTPStatus.CREATED: 1, HTTPStatus.OK: 7}
+    assert Life.objects.count() == 1
+
+
+def test_racing_watchers_never_claim_one_plan_twice(user: User) -> None:
+    for i in range(40):
+        book_point(user, url="/hook", in_seconds=60 + i)
+    horizon = timezone.now() + dt.timedelta(hours=1)
+
+    outcomes = run_concurrently(lambda i: plan_claim(owner=f"w{i}", horizon=horizon, limit=15), 4)
+    claimed = [a.plan_id for o in outcomes for a in o.value]
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    assert len(claimed) == len(set(claimed))
+    assert len(claimed) == 40
+    owners = Counter(Plan.objects.values_list("lease_owner", flat=True))
+    assert sum(owners.values()) == 40
+
+
+def test_racing_deliveries_of_one_plan_run_its_action_once(user: User, receiver: Receiver) -> None:
+    life = book_point(user, url=f"{receiver.url}/hook")
+    plan = life.plans.get()
+    [armed] = plan_claim(owner="w", now=plan.due_at)
+    outcomes = run_concurrently(lambda i: plan_execute(plan_id=plan.pk, token=armed.token), 6)
+    assert Counter(o.value for o in outcomes) == {"done": 1, "skipped": 5}
+    assert len(receiver.requests) == 1
+    plan.refresh_from_db()
+    assert plan.state == PlanState.DONE
+    assert plan.attempts.count() == 1
+
+
+@pytest.mark.postgres
+def test_the_exclusion_constraint_refuses_overlaps_without_the_lock(user: User) -> None:
+    """PostgreSQL's last line of defence, exercised by writing past the service's lock."""
+    from django.conf import settings
+    from django.db import IntegrityError, transaction
+
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        pytest.skip("the exclusion constraint exists only on PostgreSQL")
+    first = book_point(user, url="/a", in_seconds=3600)
+    first.resource_id = "shared"
+    first.save(update_fields=["resource_id"])
+    clone = Life.objects.get(pk=first.pk)
+    clone.pk = None
+    clone.life_uuid = "f" * 32
+    with pytest.raises(IntegrityError), transaction.atomic():
+        clone.save()
+    clone.state = "Stillbirth"
+    clone.save()  # a finished Life no longer holds the resource

@@ -1,0 +1,199 @@
+"""Header booking and the platform's own webhook authentication, over real HTTP (live_server):
+the replay runs as the Life's owner with the owner's permissions checked then."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+import pytest
+from django.conf import settings as django_settings
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+from standardwebhooks.webhooks import Webhook
+
+from apps.quotas.models import QuotaPolicy
+from apps.schedule.execution import plan_claim, plan_execute
+from apps.schedule.models import Life, LifeState, Plan, PlanState, TaskRun
+from tests.schedule.conftest import at
+
+TASKS = "/api/schedule/tasks/"
+
+
+def fire(life_uuid: str) -> Plan:
+    plan = Plan.objects.get(life__life_uuid=life_uuid, kind="birth")
+    [armed] = plan_claim(owner="test", now=plan.due_at)
+    plan_execute(plan_id=plan.pk, token=armed.token)
+    plan.refresh_from_db()
+    return plan
+
+
+@pytest.fixture
+def platform(live_server: Any, settings: Any) -> str:
+    settings.SCHEDULE_WEBHOOK_BASE_URL = live_server.url
+    return str(live_server.url)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("q_sync")
+def test_a_scheduled_request_is_replayed_as_its_owner(
+    user: User, user_client: APIClient, platform: str
+) -> None:
+    body = {"topic": "quota.boost", "content": {"concurrent": 2}}
+    response = user_client.post(
+        f"{TASKS}?source=header", body, format="json", HTTP_X_SCHEDULE_DATETIME=at(30)
+    )
+    assert response.status_code == HTTPStatus.ACCEPTED
+    life_uuid = response.json()["life_uuid"]
+    assert TaskRun.objects.count() == 0
+    plan = fire(life_uuid)
+    assert plan.state == PlanState.DONE
+    attempt = plan.attempts.get()
+    assert attempt.status_code == HTTPStatus.ACCEPTED
+    assert "quota.boost" in attempt.response_excerpt
+    run = TaskRun.objects.get()
+    assert run.owner == user
+    assert run.key == plan.webhook_id
+    assert run.state == TaskRun.State.DONE
+    assert QuotaPolicy.objects.get(user=user).concurrent_boost == 2
+    assert Life.objects.get(life_uuid=life_uuid).state == LifeState.DEAD
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_xaas_header_books_a_get_and_records_its_response(
+    user_client: APIClient, platform: str
+) -> None:
+    response = user_client.get("/api/me/", HTTP_X_XAAS_SCHEDULE_DATETIME=at(10))
+    assert response.status_code == HTTPStatus.ACCEPTED
+    plan = fire(response.json()["life_uuid"])
+    attempt = plan.attempts.get()
+    assert attempt.status_code == HTTPStatus.OK
+    assert json.loads(attempt.response_excerpt)["username"] == "alice"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_replay_has_only_its_owners_permissions(
+    user_client: APIClient, other_client: APIClient, platform: str
+) -> None:
+    theirs = other_client.post(
+        "/api/schedules/",
+        {
+            "schedule_type": "point",
+            "birth_time": at(90),
+            "birth_action": {"path": "/x", "method": "GET"},
+        },
+        format="json",
+    ).json()["life_uuid"]
+    booked = user_client.delete(f"/api/quotas/me/?x={theirs}", HTTP_X_SCHEDULE_DATETIME=at(10))
+    assert booked.status_code == HTTPStatus.ACCEPTED
+    response = user_client.get(f"/api/schedules/{theirs}/")
+    assert response.status_code == HTTPStatus.FORBIDDEN
+    plan = fire(booked.json()["life_uuid"])
+    assert plan.attempts.get().status_code in {HTTPStatus.METHOD_NOT_ALLOWED, HTTPStatus.NOT_FOUND}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("value", "status", "code"),
+    [
+        ("tomorrow", HTTPStatus.BAD_REQUEST, "invalid_schedule"),
+        ("2001-01-01 00:00:00", HTTPStatus.NOT_ACCEPTABLE, "too_late"),
+    ],
+)
+def test_bad_schedule_headers(user_client: APIClient, value: str, status: int, code: str) -> None:
+    response = user_client.get("/api/me/", HTTP_X_SCHEDULE_DATETIME=value)
+    assert response.status_code == status
+    assert response.json()["code"] == code
+    assert Life.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_bad_token_with_the_header_is_unauthorized(api_client: APIClient) -> None:
+    api_client.credentials(HTTP_AUTHORIZATION="Bearer nope")
+    response = api_client.get("/api/me/", HTTP_X_SCHEDULE_DATETIME=at(10))
+    assert response.status_code == HTTPStatus.UNAUTHORIZED
+    assert Life.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_anonymous_requests_with_the_header_are_not_booked(api_client: APIClient) -> None:
+    response = api_client.get("/api/me/", HTTP_X_SCHEDULE_DATETIME=at(10))
+    assert response.status_code == HTTPStatus.UNAUTHORIZED
+    assert Life.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_schedules_endpoint_itself_ignores_the_header(user_client: APIClient) -> None:
+    response = user_client.get("/api/schedules/", HTTP_X_SCHEDULE_DATETIME=at(10))
+    assert response.status_code == HTTPStatus.OK
+    assert Life.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_session_booking_needs_the_csrf_token(user: User) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    body = json.dumps({"topic": "quota.boost", "content": {"concurrent": 1}})
+    forged = client.post(
+        TASKS, body, content_type="application/json", HTTP_X_SCHEDULE_DATETIME=at(10)
+    )
+    assert forged.status_code == HTTPStatus.FORBIDDEN
+    assert Life.objects.count() == 0
+    client.get("/admin/login/")  # sets the csrftoken cookie
+    token = client.cookies["csrftoken"].value
+    ok = client.post(
+        TASKS,
+        body,
+        content_type="application/json",
+        HTTP_X_SCHEDULE_DATETIME=at(10),
+        HTTP_X_CSRFTOKEN=token,
+    )
+    assert ok.status_code == HTTPStatus.ACCEPTED
+    assert Life.objects.get().owner == user
+
+
+def _signed(
+    body: str, *, msg_id: str, life_uuid: str, when: dt.datetime | None = None
+) -> dict[str, str]:
+    moment = when or timezone.now()
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(int(moment.timestamp())),
+        "webhook-signature": Webhook(django_settings.SCHEDULE_WEBHOOK_SECRET).sign(
+            msg_id, moment, body
+        ),
+        "X-Schedule-Life-UUID": life_uuid,
+        "X-Schedule-Plan": "birth",
+        "Content-Type": "application/json",
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_webhook_authentication_needs_a_running_plan_and_a_fresh_valid_signature(
+    user_client: APIClient, platform: str
+) -> None:
+    life_uuid = user_client.get("/api/me/", HTTP_X_SCHEDULE_DATETIME=at(10)).json()["life_uuid"]
+    plan = Plan.objects.get(life__life_uuid=life_uuid)
+    body = "{}"
+    url = f"{platform}/api/me/"
+    # Not executing: refused.
+    headers = _signed(body, msg_id=plan.webhook_id, life_uuid=life_uuid)
+    assert httpx.request("GET", url, content=body, headers=headers).status_code == 401
+    Plan.objects.filter(pk=plan.pk).update(state=PlanState.RUNNING)
+    assert httpx.request("GET", url, content=body, headers=headers).status_code == 200
+    forged = {**headers, "webhook-signature": "v1,AAAA"}
+    assert httpx.request("GET", url, content=body, headers=forged).status_code == 401
+    stale = _signed(
+        body,
+        msg_id=plan.webhook_id,
+        life_uuid=life_uuid,
+        when=timezone.now() - dt.timedelta(minutes=10),
+    )
+    assert httpx.request("GET", url, content=body, headers=stale).status_code == 401
+    other_id = _signed(body, msg_id="msg_other", life_uuid=life_uuid)
+    assert httpx.request("GET", url, content=body, headers=other_id).status_code == 401

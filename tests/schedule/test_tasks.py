@@ -1,0 +1,67 @@
+"""POST /api/schedule/tasks/: topics run once on a worker; quota boost and restore."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from apps.quotas.models import QuotaPolicy
+from apps.schedule.models import TaskRun
+from apps.schedule.task_runs import task_run_create, task_run_execute
+
+pytestmark = pytest.mark.django_db
+TASKS = "/api/schedule/tasks/"
+
+
+def test_boost_then_restore_the_concurrent_quota(
+    user: User, user_client: APIClient, django_capture_on_commit_callbacks: Any, q_sync: None
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        boost = user_client.post(
+            TASKS, {"topic": "quota.boost", "content": {"concurrent": 3}}, format="json"
+        )
+    assert boost.status_code == HTTPStatus.ACCEPTED
+    assert boost.json()["topic"] == "quota.boost"
+    assert QuotaPolicy.objects.get(user=user).concurrent_boost == 3
+    with django_capture_on_commit_callbacks(execute=True):
+        user_client.post(
+            TASKS, {"topic": "quota.restore", "content": {"concurrent": 3}}, format="json"
+        )
+    assert QuotaPolicy.objects.get(user=user).concurrent_boost == 0
+
+
+def test_unknown_topic_is_refused(user_client: APIClient) -> None:
+    response = user_client.post(TASKS, {"topic": "nope", "content": {}}, format="json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert response.json()["code"] == "unknown_topic"
+    assert "topic" in response.json()["fields"]
+
+
+def test_bad_content_is_refused(user_client: APIClient) -> None:
+    response = user_client.post(
+        TASKS, {"topic": "quota.boost", "content": {"concurrent": "lots"}}, format="json"
+    )
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert response.json()["code"] == "unknown_topic"
+    assert TaskRun.objects.count() == 0
+
+
+def test_missing_topic_is_invalid_request(user_client: APIClient) -> None:
+    response = user_client.post(TASKS, {"content": {}}, format="json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert response.json()["code"] == "invalid_request"
+
+
+def test_a_retried_plan_call_runs_its_handler_once(user: User) -> None:
+    first = task_run_create(user=user, topic="quota.boost", content={"concurrent": 1}, key="msg_1")
+    again = task_run_create(user=user, topic="quota.boost", content={"concurrent": 1}, key="msg_1")
+    assert first.created
+    assert not again.created
+    assert again.task_run.pk == first.task_run.pk
+    assert task_run_execute(task_run_id=first.task_run.pk) == "done"
+    assert task_run_execute(task_run_id=first.task_run.pk) == "skipped"
+    assert QuotaPolicy.objects.get(user=user).concurrent_boost == 1
