@@ -165,21 +165,25 @@ def scratch_prepare(files: Iterable[tuple[str, str]], root: Path) -> None:
 # --- The child process --------------------------------------------------------------------------
 
 _SAFE_ENV_PREFIXES = ("LC_",)
-_SAFE_ENV_NAMES = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONIOENCODING", "PYTHONHASHSEED")
+_SAFE_ENV_NAMES = ("LANG", "LANGUAGE", "TZ", "PYTHONIOENCODING", "PYTHONHASHSEED")
+# The child's PATH is fixed, never the worker's: the worker's usually starts with the
+# platform's virtualenv, which would name the project's folder and put its packages first.
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 def sandbox_env(scratch: Path) -> dict[str, str]:
     """The child's whole environment: an allow-list, never the worker's secrets.
 
     Nothing else passes — no DATABASE_URL, SECRET_KEY, REDIS_URL, AWS_*, tokens, nor
-    PYTHONPATH / PYTHONSTARTUP (which could load code from the platform's folders).
+    PYTHONPATH / PYTHONSTARTUP (which could load code from the platform's folders), and
+    PATH is a fixed system path rather than the worker's.
     """
     env = {
         name: value
         for name, value in os.environ.items()
         if name in _SAFE_ENV_NAMES or name.startswith(_SAFE_ENV_PREFIXES)
     }
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env["PATH"] = SANDBOX_PATH
     env.setdefault("LANG", "C.UTF-8")
     env["HOME"] = str(scratch)
     env["TMPDIR"] = str(scratch)

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 
 from apps.jobs.models import Job, JobStatus
-from apps.review.sandbox import sandbox_uid
+from apps.review.sandbox import SANDBOX_PATH, sandbox_uid
 from apps.review.tasks import grade_job
 from apps.submissions.models import Submission, SubmissionStatus
 from tests.review.factories import make_job, make_submission, tar_gz_bytes, zip_bytes
@@ -116,7 +117,7 @@ def test_environment_has_no_secrets(user: User, monkeypatch: pytest.MonkeyPatch)
         "AWS_ACCESS_KEY_ID": "aws-key-id",
         "GITHUB_TOKEN": "ghp_tokenvalue",
         "SCHEDULE_WEBHOOK_SECRET": "whsec_webhookvalue",
-        "PYTHONPATH": "/work",
+        "PYTHONPATH": "/opt/yoyaku-pythonpath-value",
     }
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
@@ -145,6 +146,8 @@ json.dump({"score": 1}, open("metrics.json", "w"))
         "LANGUAGE",
     }
     assert "yoyaku-grade-" in seen["HOME"]
+    assert seen["PATH"] == SANDBOX_PATH
+    assert str(settings.BASE_DIR) not in job.logs
 
 
 def _processes_of_uid(uid: int) -> list[int]:
