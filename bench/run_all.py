@@ -1,7 +1,8 @@
 """Run every benchmark script in bench/, each in its own interpreter, one after another.
 
-Output is shown and also written to bench/results/<script>.txt. Extra arguments are passed to
-every script (e.g. `--quick` where a script supports it).
+Output is shown and also written to bench/results/<script>.txt. Plain arguments name the
+scripts to run (`submit`, `upload`, ...); arguments starting with `-` are passed to each script
+that runs (so name one script when passing its own options).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ HERE = Path(__file__).resolve().parent
 def main() -> int:
     scripts = sorted(p for p in HERE.glob("*.py") if p.name not in {"run_all.py", "__init__.py"})
     only = {arg for arg in sys.argv[1:] if not arg.startswith("-")}
+    flags = [arg for arg in sys.argv[1:] if arg.startswith("-")]
     results = HERE / "results"
     results.mkdir(exist_ok=True)
     failed: list[str] = []
@@ -25,7 +27,7 @@ def main() -> int:
         print(f"== {script.name}", flush=True)
         with (results / f"{script.stem}.txt").open("w") as log:
             process = subprocess.Popen(
-                [sys.executable, str(script)],
+                [sys.executable, str(script), *flags],
                 cwd=HERE.parent,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
