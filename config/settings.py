@@ -268,6 +268,9 @@ GRADING_MAX_ATTEMPTS = int(env_number("GRADING_MAX_ATTEMPTS", 3))
 GRADING_MEMORY_LIMIT = int(env_number("GRADING_MEMORY_LIMIT", 1073741824))
 GRADING_MAX_OUTPUT = int(env_number("GRADING_MAX_OUTPUT", 1048576))
 GRADING_MAX_UNPACKED_SIZE = int(env_number("GRADING_MAX_UNPACKED_SIZE", 1073741824))
+# The default grader forks programs from a per-worker launcher (a "zygote") instead of starting
+# new interpreters for each; false spawns every program (see apps/review/sandbox_zygote.py).
+GRADING_ZYGOTE = env.bool("GRADING_ZYGOTE", default=True)
 REVIEW_CLAIM_TTL = env_number("REVIEW_CLAIM_TTL", 900)
 
 # --- Schedule (SPEC §6) -----------------------------------------------------------------------
