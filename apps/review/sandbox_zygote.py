@@ -245,7 +245,8 @@ def _supervise(
         if pid is not None:
             _kill_group(pid)
         if pid is None or not _await_status(zygote):
-            _failed("the sandbox zygote did not report a killed program")
+            logger.warning("grading: the sandbox zygote did not report a killed program")
+            _discard()
         return ProcessOutcome(
             exit_code=None,
             timed_out=True,
@@ -255,7 +256,8 @@ def _supervise(
     if lost:
         if pid is not None:
             _kill_group(pid)
-        _failed("the sandbox zygote stopped while a program ran")
+        logger.warning("grading: the sandbox zygote stopped while a program ran")
+        _discard()
         return ProcessOutcome(
             exit_code=None,
             timed_out=False,
@@ -287,6 +289,9 @@ def _await_status(zygote: _Zygote) -> bool:
 
 
 def zygote_stop() -> None:
-    """Stop this worker's zygote (tests; a worker's own exit stops it through the kernel)."""
+    """Stop this worker's zygote and forget past failures (tests; a worker's own exit stops
+    it through the kernel)."""
+    global _retry_at
     with _lock:
         _discard()
+        _retry_at = 0.0
