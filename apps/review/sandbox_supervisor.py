@@ -34,6 +34,7 @@ if __name__ == "__main__" and not sys.flags.safe_path:
     del sys.path[0]
 
 import ctypes
+import gc
 import json
 import os
 import resource
@@ -349,6 +350,11 @@ def zygote_main() -> None:
     import runpy  # noqa: F401
     import types  # noqa: F401
     from importlib import machinery  # noqa: F401
+
+    # Everything the zygote holds is out of the collector's reach in its children: a child's
+    # collections (and its exit) then never touch, and so never copy, the shared pages.
+    # Measured: 13-16 ms -> 9 ms per trivial program.
+    gc.freeze()
 
     request, output = zygote_serve(channel, worker_pid)
     try:
