@@ -335,3 +335,79 @@ def test_a_killed_worker_takes_its_zygote_and_the_running_program_with_it(
         worker.wait()
 
     assert _wait_dead(pids) == []
+
+
+EXIT_CASES = {
+    "unclosed file in __main__": (
+        "out = open('metrics.json', 'w')\nout.write('{\"score\": 0.5}')\n",
+        {},
+        0.5,
+    ),
+    "unclosed file in an imported module": (
+        "import helper\nhelper.out.write('{\"score\": 0.25}')\n",
+        {"helper.py": b"out = open('metrics.json', 'w')\n"},
+        0.25,
+    ),
+    "atexit handler": (
+        "import atexit, json\n"
+        "atexit.register(lambda: json.dump({'score': 0.75}, open('metrics.json', 'w')))\n",
+        {},
+        0.75,
+    ),
+    "non-daemon thread": (
+        "import json, threading, time\n"
+        "def late():\n"
+        "    time.sleep(0.2)\n"
+        "    json.dump({'score': 0.125}, open('metrics.json', 'w'))\n"
+        "threading.Thread(target=late).start()\n",
+        {},
+        0.125,
+    ),
+    "finalizer": (
+        "import json\n"
+        "class Writer:\n"
+        "    def __del__(self, dump=json.dump, open=open, print=print):\n"
+        "        dump({'score': 0.375}, open('metrics.json', 'w'))\n"
+        "        print('finalized')\n"
+        "w = Writer()\n",
+        {},
+        0.375,
+    ),
+}
+
+
+@pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "spawn"])
+@pytest.mark.parametrize("case", list(EXIT_CASES))
+def test_what_happens_at_exit_is_what_the_interpreter_does(
+    user: User, settings: Any, zygote: bool, case: str
+) -> None:
+    settings.GRADING_ZYGOTE = zygote
+    program, extra_files, score = EXIT_CASES[case]
+    submission = make_submission(user, program=program, extra_files=extra_files)
+    job = make_job(submission)
+    grade_job(job.pk)
+    submission.refresh_from_db()
+    job.refresh_from_db()
+
+    assert submission.status == SubmissionStatus.COMPLETED, (submission.status_reason, job.logs)
+    assert submission.score == score
+    if case == "finalizer":
+        assert "finalized" in job.logs
+
+
+@pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "spawn"])
+def test_exit_statuses_are_the_interpreters(user: User, settings: Any, zygote: bool) -> None:
+    settings.GRADING_ZYGOTE = zygote
+    cases = {
+        "import sys\nsys.exit(3)\n": "exit code 3",
+        "import sys\nsys.exit(True)\n": "exit code 1",
+        "import sys\nsys.exit(256 + 5)\n": "exit code 5",
+        "import os\nos._exit(9)\n": "exit code 9",
+        "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n": "killed by SIGTERM",
+        "import atexit, sys\natexit.register(print, 'bye')\nsys.exit('no')\n": "exit code 1",
+    }
+    for program, reason in cases.items():
+        submission, job = _grade(user, program)
+        assert submission.status == SubmissionStatus.FAILED
+        assert reason in submission.status_reason, (program, submission.status_reason)
+    assert job.logs == "no\nbye\n"
