@@ -16,12 +16,14 @@ a worker process keeps so that a grading costs a fork instead of two interpreter
 is started with the sandbox environment, serves one request at a time on a `SOCK_SEQPACKET`
 socket (the program's output pipe comes with the request, `SCM_RIGHTS`) and forks one child per
 grading. The child makes its own session, applies the same limits, takes the grading's
-environment, folder and argv, and runs the entrypoint with `runpy.run_path` as `__main__`; the
-interpreter then exits exactly as `python <entrypoint>` would (SystemExit, tracebacks, atexit,
-non-daemon threads). The zygote itself never runs submitted code, so nothing a program changes
-reaches the next one. When the child exits, the zygote kills its whole group, reaps it and
-reports the exit status; it dies with the worker (PR_SET_PDEATHSIG) after killing the group of
-a child still running, and a child dies with the zygote.
+environment, folder and argv, and runs the entrypoint as `__main__` the way `python <entrypoint>`
+does (a zip application through `runpy.run_path`); it exits as the interpreter would, observably
+(SystemExit statuses, tracebacks, non-daemon threads, atexit, the program's own modules and
+garbage finalized), without tearing down the launcher's modules (see `zygote_child_exit`). The
+zygote itself never runs submitted code, so nothing a program changes reaches the next one.
+When the child exits, the zygote kills its whole group, reaps it and reports the exit status;
+it dies with the worker (PR_SET_PDEATHSIG) after killing the group of a child still running,
+and a child dies with the zygote.
 """
 
 from __future__ import annotations
