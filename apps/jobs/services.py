@@ -77,6 +77,18 @@ def job_transition(*, job: Job, to: JobStatus, **fields: Any) -> Job:
     return job
 
 
+def job_finish(*, job_id: str, to: JobStatus, **fields: Any) -> bool:
+    """Move an active job to the finished status `to` in one compare-and-set UPDATE, from
+    whichever active status the transition table allows (`finished_at` set). False, writing
+    nothing, when the job is already finished or cannot go to `to` from its status."""
+    if to not in FINISHED_JOB_STATUSES:
+        raise ValueError(f"{to} is not a finished status")
+    sources = [s for s in JOB_TRANSITIONS.sources_of(to) if s not in FINISHED_JOB_STATUSES]
+    values: dict[str, Any] = {"status": to, **fields}
+    values.setdefault("finished_at", timezone.now())
+    return Job.objects.filter(pk=job_id, status__in=sources).update(**values) == 1
+
+
 # --- Idempotency keys --------------------------------------------------------------------------
 
 

@@ -37,6 +37,7 @@ from apps.review.sandbox import (
     scratch_prepare,
     tasks_of_uid,
 )
+from apps.review.sandbox_zygote import run_in_zygote, zygote_warm
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +148,9 @@ class SubprocessGrader:
             processes=processes,
             drop_to_uid=drop_to,
         )
+        use_zygote = bool(settings.GRADING_ZYGOTE)
+        if use_zygote:
+            zygote_warm()  # boots while the files are copied
         with scratch_dir() as root:
             try:
                 scratch_prepare(((f.filename, f.storage_name) for f in request.files), root)
@@ -157,13 +161,20 @@ class SubprocessGrader:
                 return GradingResult(
                     outcome="failed", reason=f"Entrypoint {request.entrypoint!r} not found."
                 )
-            outcome = run_sandboxed(
-                [sys.executable, request.entrypoint, request.config_file],
-                cwd=root,
-                limits=limits,
-                timeout=timeout,
-                max_output=max_output,
-            )
+            argv = [request.entrypoint, request.config_file]
+            outcome = None
+            if use_zygote:
+                outcome = run_in_zygote(
+                    argv, cwd=root, limits=limits, timeout=timeout, max_output=max_output
+                )
+            if outcome is None:
+                outcome = run_sandboxed(
+                    [sys.executable, *argv],
+                    cwd=root,
+                    limits=limits,
+                    timeout=timeout,
+                    max_output=max_output,
+                )
             if outcome.timed_out:
                 return GradingResult(
                     outcome="failed",
@@ -171,6 +182,8 @@ class SubprocessGrader:
                     "and everything it started were killed.",
                     logs=outcome.logs,
                 )
+            if outcome.error:
+                return GradingResult(outcome="failed", reason=outcome.error, logs=outcome.logs)
             code = outcome.exit_code if outcome.exit_code is not None else -1
             if code != 0:
                 return GradingResult(

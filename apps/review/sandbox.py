@@ -272,6 +272,9 @@ class ProcessOutcome:
     timed_out: bool
     logs: str
     wall_seconds: float
+    # Set when the program's fate is unknown because its launcher failed (the program and its
+    # group were killed): the attempt fails with this reason.
+    error: str = ""
 
 
 def run_sandboxed(

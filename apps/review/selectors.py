@@ -23,8 +23,18 @@ from django.db.models import (
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from apps.jobs.models import Job
 from apps.review.models import ReviewClaim
 from apps.submissions.models import Submission, SubmissionStatus
+
+
+def grading_job_get(*, job_id: str, for_update: bool = False) -> Job | None:
+    """The job with its submission in one query, or None. With `for_update` the submission's
+    row (only it: the job is changed by compare-and-set) is locked until the transaction ends."""
+    queryset = Job.objects.select_related("submission")
+    if for_update:
+        queryset = queryset.select_for_update(of=("submission",))
+    return queryset.filter(pk=job_id).first()
 
 
 def review_queue(*, now: datetime | None = None, limit: int = 100) -> QuerySet[Submission]:

@@ -63,11 +63,7 @@ def submission_transition(
     on what was read. `fields` are written in the same UPDATE.
     """
     old = SubmissionStatus(submission.status)
-    SUBMISSION_TRANSITIONS.assert_allowed(old, to)
-    now = timezone.now()
-    values: dict[str, Any] = {"status": to, "updated_at": now, **fields}
-    if to == SubmissionStatus.COMPLETED and "completed_at" not in fields:
-        values["completed_at"] = now
+    values = _transition_values(old=old, to=to, fields=fields)
     updated = Submission.objects.filter(pk=submission.pk, status=old).update(**values)
     if updated != 1:
         raise InvalidTransition(
@@ -77,6 +73,32 @@ def submission_transition(
     for name, value in values.items():
         setattr(submission, name, value)
     return submission
+
+
+def _transition_values(
+    *, old: SubmissionStatus, to: SubmissionStatus, fields: dict[str, Any]
+) -> dict[str, Any]:
+    SUBMISSION_TRANSITIONS.assert_allowed(old, to)
+    now = timezone.now()
+    values: dict[str, Any] = {"status": to, "updated_at": now, **fields}
+    if to == SubmissionStatus.COMPLETED and "completed_at" not in fields:
+        values["completed_at"] = now
+    return values
+
+
+def submission_transition_where(
+    *,
+    submission_id: str,
+    old: SubmissionStatus,
+    to: SubmissionStatus,
+    where: dict[str, Any],
+    **fields: Any,
+) -> bool:
+    """`submission_transition` without reading the row first: one compare-and-set UPDATE that
+    also matches `where` (e.g. the grading lease's token). False, writing nothing, when the row
+    is no longer in `old` or no longer matches; InvalidTransition when the table forbids it."""
+    values = _transition_values(old=old, to=to, fields=fields)
+    return Submission.objects.filter(pk=submission_id, status=old, **where).update(**values) == 1
 
 
 @dataclass(frozen=True)

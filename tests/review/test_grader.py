@@ -27,9 +27,11 @@ json.dump({"score": 0.9, "needs_review": False}, open("metrics.json", "w"))
 """
 
 
-@pytest.fixture(autouse=True)
-def _small_limits(settings: Any) -> None:
+@pytest.fixture(autouse=True, params=[True, False], ids=["zygote", "spawn"])
+def _small_limits(settings: Any, request: pytest.FixtureRequest) -> None:
+    """Every test runs with programs forked by the worker's zygote and spawned afresh."""
     settings.GRADER = "apps.review.grader.SubprocessGrader"
+    settings.GRADING_ZYGOTE = request.param
     settings.GRADING_TIMEOUT = 3
     settings.GRADING_MEMORY_LIMIT = 512 * 1024 * 1024
     settings.GRADING_MAX_OUTPUT = 64 * 1024

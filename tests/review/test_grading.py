@@ -58,6 +58,19 @@ def test_grade_job_completes_submission_and_job(user: User, grader_log: Path) ->
     assert len(invocations(grader_log)) == 1
 
 
+def test_grading_takes_five_statements_to_lease_and_three_to_record(
+    user: User, grader_log: Path, django_assert_num_queries: Any
+) -> None:
+    submission = make_submission(user)
+    job = make_job(submission)
+
+    # Lease: the job with its submission locked, submission and job updates, the attempt,
+    # the file list. Result: the lease's compare-and-set writing the result, the job, the
+    # attempt. Each transaction is a savepoint pair here (the test runs inside one).
+    with django_assert_num_queries(5 + 3 + 4):
+        assert grade_job(job.pk) == "completed"
+
+
 def test_review_pending_result_completes_the_job(user: User, grader_log: Path) -> None:
     submission = make_submission(user)
     job = make_job(submission, config={"outcome": "review_pending", "score": 0.5})

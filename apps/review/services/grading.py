@@ -27,14 +27,14 @@ from django.db import connection, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from apps.core.exceptions import InvalidTransition, NotFound
+from apps.core.exceptions import InvalidTransition
 from apps.jobs.models import ACTIVE_JOB_STATUSES, FINISHED_JOB_STATUSES, Job, JobStatus
-from apps.jobs.services import job_transition
+from apps.jobs.services import job_finish, job_transition
 from apps.review.grader import GradingFile, GradingRequest, GradingResult, grader_get
 from apps.review.models import GradingAttempt, GradingOutcome
+from apps.review.selectors import grading_job_get
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
-from apps.submissions.selectors import submission_get
-from apps.submissions.services import submission_transition
+from apps.submissions.services import submission_transition, submission_transition_where
 
 logger = logging.getLogger(__name__)
 
@@ -85,18 +85,14 @@ def grading_lease_acquire(*, job_id: str) -> Lease | None:
     the job end `failed` with the reason. On success: pending → processing (or a new token on a
     processing row), attempts + 1, job queued → running, one GradingAttempt row.
     """
-    submission_id = Job.objects.filter(pk=job_id).values_list("submission_id", flat=True).first()
-    if submission_id is None:
-        logger.warning("grading: job %s does not exist; skipped", job_id)
-        return None
     max_attempts = int(settings.GRADING_MAX_ATTEMPTS)
     with transaction.atomic():
-        try:
-            submission = submission_get(submission_id=submission_id, for_update=True)
-        except NotFound:
-            logger.warning("grading: submission of job %s is gone; skipped", job_id)
+        # One query: the job, and its submission locked.
+        job = grading_job_get(job_id=job_id, for_update=True)
+        if job is None:
+            logger.warning("grading: job %s does not exist; skipped", job_id)
             return None
-        job = Job.objects.get(pk=job_id)
+        submission = job.submission
         now = timezone.now()
         if job.status in FINISHED_JOB_STATUSES:
             logger.info("grading: job %s is already %s; skipped", job.pk, job.status)
@@ -229,12 +225,18 @@ def grading_result_record(*, lease: Lease, result: GradingResult) -> bool:
     now = timezone.now()
     target = SubmissionStatus(result.outcome)
     with transaction.atomic():
-        held = Submission.objects.filter(
-            pk=lease.submission_id,
-            status=SubmissionStatus.PROCESSING,
-            lease_token=lease.token,
-        ).update(lease_token="", lease_expires_at=None)
-        if held != 1:
+        # The compare-and-set on the lease writes the result in the same UPDATE.
+        held = submission_transition_where(
+            submission_id=lease.submission_id,
+            old=SubmissionStatus.PROCESSING,
+            to=target,
+            where={"lease_token": lease.token},
+            score=result.score,
+            status_reason=result.reason,
+            lease_token="",
+            lease_expires_at=None,
+        )
+        if not held:
             GradingAttempt.objects.filter(lease_token=lease.token).update(
                 outcome=GradingOutcome.LEASE_LOST,
                 finished_at=now,
@@ -248,18 +250,16 @@ def grading_result_record(*, lease: Lease, result: GradingResult) -> bool:
                 lease.token,
             )
             return False
-        submission = submission_get(submission_id=lease.submission_id, for_update=True)
-        submission_transition(
-            submission=submission,
-            to=target,
-            score=result.score,
-            status_reason=result.reason,
-        )
-        job = Job.objects.get(pk=lease.job_id)
         if target == SubmissionStatus.FAILED:
-            _finish_job(job=job, to=JobStatus.FAILED, logs=result.logs, error=result.reason)
+            finished = job_finish(
+                job_id=lease.job_id, to=JobStatus.FAILED, logs=result.logs, error=result.reason
+            )
         else:
-            _finish_job(job=job, to=JobStatus.COMPLETED, logs=result.logs, error="")
+            finished = job_finish(
+                job_id=lease.job_id, to=JobStatus.COMPLETED, logs=result.logs, error=""
+            )
+        if not finished:
+            logger.info("grading: job %s changed under us; left as it is", lease.job_id)
         GradingAttempt.objects.filter(lease_token=lease.token).update(
             outcome=target.value,
             finished_at=now,
