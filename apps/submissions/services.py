@@ -21,6 +21,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.storage import Storage, storages
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from apps.core.cleanup import CleanupReport
@@ -77,6 +78,30 @@ def submission_transition(
     for name, value in values.items():
         setattr(submission, name, value)
     return submission
+
+
+def submission_seal_ready(*, submission_id: str, user_id: int) -> bool:
+    """Move the user's complete draft `submission_id` to `pending` in one conditional UPDATE.
+
+    The fast path of job submission: True when the row was the user's, a draft, and had its
+    entrypoint and config file, and is now `pending` (row locked until the transaction ends).
+    False changes nothing: the caller then runs the locked path (`submission_get(for_update)`,
+    then the checks in the SPEC's order) to raise the right error. A concurrent upload can only
+    add files, and entrypoint and config file never change, so a stale read here can only make
+    it return False, never seal an incomplete submission. Raises IntegrityError when the
+    in-flight constraint refuses the move (on PostgreSQL that aborts the transaction).
+    """
+    if "\x00" in submission_id:
+        return False
+    files = SubmissionFile.objects.filter(submission_id=OuterRef("pk"))
+    sealed = Submission.objects.filter(
+        Exists(files.filter(filename=OuterRef("entrypoint"))),
+        Exists(files.filter(filename=OuterRef("config_file"))),
+        pk=submission_id,
+        owner_id=user_id,
+        status=SubmissionStatus.DRAFT,
+    ).update(status=SubmissionStatus.PENDING, updated_at=timezone.now())
+    return sealed == 1
 
 
 @dataclass(frozen=True)

@@ -355,7 +355,9 @@ def grading_enqueue(*, job_id: str) -> None:
     """Hand the job to a grading worker once the current transaction commits."""
     from django_q.tasks import async_task
 
-    transaction.on_commit(partial(async_task, GRADE_TASK, job_id))
+    from apps.core.queue import task_broker
+
+    transaction.on_commit(partial(async_task, GRADE_TASK, job_id, broker=task_broker()))
 
 
 def grading_reap_expired(*, now: datetime | None = None) -> list[str]:
