@@ -17,7 +17,6 @@ import datetime as dt
 import hashlib
 import json
 import logging
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -182,7 +181,8 @@ def idempotency_claim(
             user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
         )
     try:
-        with transaction.atomic() if connection.in_atomic_block else nullcontext():
+        with transaction.atomic():
+            _commit_without_flush()
             created = IdempotencyKey.objects.create(
                 user_id=user.pk,
                 key=key,
@@ -198,6 +198,19 @@ def idempotency_claim(
             user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
         )
     return IdempotencyClaim(key_id=int(created.pk), token=token)
+
+
+def _commit_without_flush() -> None:
+    """Let the current transaction commit without waiting for its WAL flush (PostgreSQL).
+
+    For the claim only: a claim is visible to other requests the moment it commits, and the
+    job transaction that binds it commits synchronously later, which flushes the WAL in order,
+    claim included. A crash can lose only a claim whose request never got its job committed, so
+    a retry runs again, exactly as after a released claim. Saves a disk flush per submission.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
 def _idempotency_claim_locked(

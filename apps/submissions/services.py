@@ -20,8 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.storage import Storage, storages
-from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from apps.core.cleanup import CleanupReport
@@ -93,15 +92,23 @@ def submission_seal_ready(*, submission_id: str, user_id: int) -> bool:
     """
     if "\x00" in submission_id:
         return False
-    files = SubmissionFile.objects.filter(submission_id=OuterRef("pk"))
-    sealed = Submission.objects.filter(
-        Exists(files.filter(filename=OuterRef("entrypoint"))),
-        Exists(files.filter(filename=OuterRef("config_file"))),
-        pk=submission_id,
-        owner_id=user_id,
-        status=SubmissionStatus.DRAFT,
-    ).update(status=SubmissionStatus.PENDING, updated_at=timezone.now())
-    return sealed == 1
+    # Raw SQL on purpose: the ORM spends longer compiling this UPDATE (two correlated EXISTS)
+    # than the database spends running it, on the hottest write path.
+    submissions = connection.ops.quote_name(Submission._meta.db_table)
+    files = connection.ops.quote_name(SubmissionFile._meta.db_table)
+    sql = (
+        f"UPDATE {submissions} SET status = %s, updated_at = %s"  # noqa: S608
+        " WHERE id = %s AND owner_id = %s AND status = %s"
+        f" AND EXISTS (SELECT 1 FROM {files} f WHERE f.submission_id = {submissions}.id"
+        f" AND f.filename = {submissions}.entrypoint)"
+        f" AND EXISTS (SELECT 1 FROM {files} f WHERE f.submission_id = {submissions}.id"
+        f" AND f.filename = {submissions}.config_file)"
+    )
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    params = [SubmissionStatus.PENDING.value, now, submission_id, user_id]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, SubmissionStatus.DRAFT.value])
+        return bool(cursor.rowcount == 1)
 
 
 @dataclass(frozen=True)
