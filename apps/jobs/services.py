@@ -17,6 +17,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -39,7 +40,7 @@ from apps.jobs.exceptions import (
     MissingFiles,
 )
 from apps.jobs.models import FINISHED_JOB_STATUSES, JOB_TRANSITIONS, IdempotencyKey, Job, JobStatus
-from apps.jobs.selectors import job_get
+from apps.jobs.selectors import idempotency_key_lookup, job_get
 from apps.quotas.services import quota_admit_job, reservation_consume
 from apps.submissions.models import IN_FLIGHT_STATUSES, SubmissionStatus
 from apps.submissions.selectors import submission_get, submission_missing_files
@@ -171,9 +172,9 @@ def idempotency_claim(
     now = timezone.now()
     token = new_hex_id()
     expires = now + dt.timedelta(hours=ttl_hours)
-    existing = IdempotencyKey.objects.select_related("job").filter(user_id=user.pk, key=key).first()
+    existing = idempotency_key_lookup(user_id=int(user.pk), key=key, now=now)
     if existing is not None:
-        if existing.job is not None and existing.expires_at > now:
+        if existing.job is not None and existing.live:
             if existing.fingerprint != fingerprint:
                 raise IdempotencyKeyReused()
             return IdempotencyClaim(replay=existing.job)
@@ -181,8 +182,7 @@ def idempotency_claim(
             user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
         )
     try:
-        with transaction.atomic():
-            _commit_without_flush()
+        with transaction.atomic() if connection.in_atomic_block else nullcontext():
             created = IdempotencyKey.objects.create(
                 user_id=user.pk,
                 key=key,
@@ -198,19 +198,6 @@ def idempotency_claim(
             user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
         )
     return IdempotencyClaim(key_id=int(created.pk), token=token)
-
-
-def _commit_without_flush() -> None:
-    """Let the current transaction commit without waiting for its WAL flush (PostgreSQL).
-
-    For the claim only: a claim is visible to other requests the moment it commits, and the
-    job transaction that binds it commits synchronously later, which flushes the WAL in order,
-    claim included. A crash can lose only a claim whose request never got its job committed, so
-    a retry runs again, exactly as after a released claim. Saves a disk flush per submission.
-    """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
 def _idempotency_claim_locked(

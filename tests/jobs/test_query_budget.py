@@ -10,7 +10,6 @@ import pytest
 from django.contrib.auth.models import User
 
 from apps.quotas.models import QuotaPolicy
-from tests.conftest import UsingPostgres
 from tests.jobs.factories import make_submission
 
 pytestmark = pytest.mark.django_db
@@ -23,10 +22,10 @@ def test_submission_and_replay_query_budgets(
 ) -> None:
     QuotaPolicy.objects.create(user=user)
     body = {"submission_id": make_submission(owner=user).pk, "idempotency_key": "budget"}
-    # token; key read; key insert (+ savepoint pair inside the test's transaction; on
-    # PostgreSQL + SET LOCAL synchronous_commit); savepoint pair of the job transaction;
-    # draft -> pending (one conditional UPDATE); policy lock; usage; job insert; key bind.
-    with django_assert_num_queries(13 if UsingPostgres else 12):
+    # token; key read; key insert (+ savepoint pair inside the test's transaction); savepoint
+    # pair of the job transaction; draft -> pending (one conditional UPDATE); policy lock;
+    # usage; job insert; key bind.
+    with django_assert_num_queries(12):
         assert submit(body).status_code == HTTPStatus.CREATED
     # token; key read (with its job).
     with django_assert_num_queries(2):
