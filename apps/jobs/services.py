@@ -19,17 +19,16 @@ import json
 import logging
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from apps.core.exceptions import InvalidRequest, InvalidTransition
 from apps.core.models_utils import new_hex_id
+from apps.core.queue import enqueue_on_commit
 from apps.jobs.exceptions import (
     DuplicateInFlight,
     IdempotencyKeyMismatch,
@@ -39,11 +38,11 @@ from apps.jobs.exceptions import (
     MissingFiles,
 )
 from apps.jobs.models import FINISHED_JOB_STATUSES, JOB_TRANSITIONS, IdempotencyKey, Job, JobStatus
-from apps.jobs.selectors import job_get
+from apps.jobs.selectors import idempotency_key_lookup, job_get
 from apps.quotas.services import quota_admit_job, reservation_consume
 from apps.submissions.models import IN_FLIGHT_STATUSES, SubmissionStatus
 from apps.submissions.selectors import submission_get, submission_missing_files
-from apps.submissions.services import submission_transition
+from apps.submissions.services import submission_seal_ready, submission_transition
 
 logger = logging.getLogger(__name__)
 
@@ -183,9 +182,9 @@ def idempotency_claim(
     now = timezone.now()
     token = new_hex_id()
     expires = now + dt.timedelta(hours=ttl_hours)
-    existing = IdempotencyKey.objects.select_related("job").filter(user_id=user.pk, key=key).first()
+    existing = idempotency_key_lookup(user_id=int(user.pk), key=key, now=now)
     if existing is not None:
-        if existing.job is not None and existing.expires_at > now:
+        if existing.job is not None and existing.live:
             if existing.fingerprint != fingerprint:
                 raise IdempotencyKeyReused()
             return IdempotencyClaim(replay=existing.job)
@@ -254,10 +253,17 @@ def idempotency_bind(*, claim: IdempotencyClaim, job: Job, ttl_hours: float) -> 
     If the claim was taken over (this request overran `IDEMPOTENCY_LOCK_TIMEOUT`), raises
     IdempotencyRequestInProgress, which rolls the job back: a key never names two jobs.
     """
-    now = timezone.now()
-    bound = IdempotencyKey.objects.filter(
-        pk=claim.key_id, lock_token=claim.token, job__isnull=True
-    ).update(job=job, lock_token="", locked_at=None, expires_at=now + dt.timedelta(hours=ttl_hours))
+    expires = timezone.now() + dt.timedelta(hours=ttl_hours)
+    # Raw SQL on purpose (once per new job): the ORM spent several times longer compiling this
+    # compare-and-set than the database spent running it.
+    table = connection.ops.quote_name(IdempotencyKey._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET job_id = %s, lock_token = '', locked_at = NULL, expires_at = %s"  # noqa: S608
+            " WHERE id = %s AND lock_token = %s AND job_id IS NULL",
+            [job.pk, connection.ops.adapt_datetimefield_value(expires), claim.key_id, claim.token],
+        )
+        bound = cursor.rowcount
     if bound != 1:
         raise IdempotencyRequestInProgress(
             "This request took too long and another request with the same idempotency key "
@@ -355,18 +361,21 @@ def job_submit(
             return SubmitResult(job=claim.replay, created=False)
 
     try:
-        with transaction.atomic():
-            result = _job_create(
-                user=user,
-                submission_id=submission_id,
-                config=config,
-                resource_class=resource_class,
-                cost=cost,
-                reservation_id=reservation_id,
-            )
-            if claim is not None:
-                idempotency_bind(claim=claim, job=result.job, ttl_hours=ttl_hours)
-            transaction.on_commit(partial(async_task, GRADE_TASK, result.job.pk), robust=True)
+        try:
+            with transaction.atomic():
+                result = _job_create(
+                    user=user,
+                    submission_id=submission_id,
+                    config=config,
+                    resource_class=resource_class,
+                    cost=cost,
+                    reservation_id=reservation_id,
+                )
+                if claim is not None:
+                    idempotency_bind(claim=claim, job=result.job, ttl_hours=ttl_hours)
+                enqueue_on_commit(GRADE_TASK, result.job.pk)
+        except _InFlightConflict as conflict:
+            raise _duplicate_in_flight(submission_id=submission_id) from conflict.__cause__
     except BaseException:
         if claim is not None:
             idempotency_release(claim=claim)
@@ -374,17 +383,39 @@ def job_submit(
     return result
 
 
-def _job_create(
-    *,
-    user: AbstractBaseUser,
-    submission_id: str,
-    config: dict[str, Any],
-    resource_class: str,
-    cost: float,
-    reservation_id: str | None,
-) -> SubmitResult:
-    submission = submission_get(submission_id=submission_id, user=user, for_update=True)
+class _InFlightConflict(Exception):
+    """The in-flight constraint refused the fast path's UPDATE (the transaction is aborted)."""
 
+
+def _duplicate_in_flight(*, submission_id: str) -> DuplicateInFlight:
+    """The error for a submission whose (user, question, skill) already has one in flight.
+
+    Read after the refused transaction rolled back: on PostgreSQL nothing can be read inside it.
+    """
+    submission = submission_get(submission_id=submission_id)
+    return DuplicateInFlight(
+        "A submission for this question and skill is already pending or processing.",
+        extra={"question_id": submission.question_id, "skill": submission.skill},
+    )
+
+
+def _submission_seal(*, user: AbstractBaseUser, submission_id: str) -> None:
+    """Move the user's complete draft to `pending`, or raise the SPEC's first failing check.
+
+    One conditional UPDATE when everything holds (the usual case); otherwise the submission is
+    locked and checked in order: exists (NotFound) and is the user's (PermissionDenied) →
+    completeness (MissingFiles) → draft (InvalidTransition) → in-flight dedup (DuplicateInFlight,
+    from the partial unique constraint).
+    """
+    try:
+        if submission_seal_ready(submission_id=submission_id, user_id=int(user.pk)):
+            return
+    except IntegrityError as exc:
+        # Owner, completeness and draft status held (the UPDATE matched the row): only the
+        # in-flight constraint can refuse it. Described once the transaction is rolled back.
+        raise _InFlightConflict() from exc
+
+    submission = submission_get(submission_id=submission_id, user=user, for_update=True)
     missing = submission_missing_files(submission=submission)
     if missing:
         labels = {submission.entrypoint: "entrypoint", submission.config_file: "config file"}
@@ -408,12 +439,24 @@ def _job_create(
             extra={"question_id": submission.question_id, "skill": submission.skill},
         ) from exc
 
+
+def _job_create(
+    *,
+    user: AbstractBaseUser,
+    submission_id: str,
+    config: dict[str, Any],
+    resource_class: str,
+    cost: float,
+    reservation_id: str | None,
+) -> SubmitResult:
+    _submission_seal(user=user, submission_id=submission_id)
+
     now = timezone.now()
     admission = quota_admit_job(user=user, cost=cost, reservation_id=reservation_id, now=now)
     job = Job.objects.create(
         id=new_hex_id(),
         owner_id=user.pk,
-        submission=submission,
+        submission_id=submission_id,
         config=config,
         resource_class=resource_class,
         cost=cost,

@@ -23,9 +23,9 @@ def test_submission_and_replay_query_budgets(
     QuotaPolicy.objects.create(user=user)
     body = {"submission_id": make_submission(owner=user).pk, "idempotency_key": "budget"}
     # token; key read; key insert (+ savepoint pair inside the test's transaction); savepoint
-    # pair of the job transaction; submission lock; file names; status update; policy lock;
+    # pair of the job transaction; draft -> pending (one conditional UPDATE); policy lock;
     # usage; job insert; key bind.
-    with django_assert_num_queries(14):
+    with django_assert_num_queries(12):
         assert submit(body).status_code == HTTPStatus.CREATED
     # token; key read (with its job).
     with django_assert_num_queries(2):

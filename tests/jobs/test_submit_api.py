@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import socket
 from collections.abc import Callable
-from functools import partial
 from http import HTTPStatus
 from typing import Any
 
 import pytest
+import redis
 import time_machine
 from django.contrib.auth.models import User
 from django.utils import timezone
-from django_q.tasks import async_task
+from django_q.brokers.redis_broker import Redis as RedisBroker
 from rest_framework.test import APIClient
 
+from apps.core.queue import TaskEnqueue
 from apps.jobs.models import IdempotencyKey, Job, JobStatus
 from apps.jobs.services import GRADE_TASK, job_transition
 from apps.quotas.models import QuotaPolicy, Reservation
@@ -28,9 +31,9 @@ Submit = Callable[..., Any]
 
 def _grade_callbacks(callbacks: list[Callable[[], Any]]) -> list[tuple[Any, ...]]:
     return [
-        callback.args
+        (callback.task, *callback.args)
         for callback in callbacks
-        if isinstance(callback, partial) and callback.func is async_task
+        if isinstance(callback, TaskEnqueue)
     ]
 
 
@@ -482,3 +485,49 @@ def test_unusable_reservations_are_refused(
     foreign.refresh_from_db()
     assert foreign.consumed_at is None
     assert Job.objects.count() == 0
+
+
+def _refused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_broker_that_refuses_the_task_does_not_fail_the_committed_job(
+    submit: Submit,
+    ready_submission: Submission,
+    django_capture_on_commit_callbacks: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The broker is down when the job commits: the client still gets its job (a 500 would
+    invite a retry of what already happened), the failure is logged, and a retry replays."""
+    port = _refused_port()
+
+    class UnreachableRedis(RedisBroker):  # type: ignore[misc]  # django-q2 is untyped
+        @staticmethod
+        def get_connection(list_key: str | None = None) -> redis.Redis:
+            return redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1)
+
+    monkeypatch.setattr("apps.core.queue.task_broker", lambda: UnreachableRedis("down"))
+    body = {"submission_id": ready_submission.pk, "idempotency_key": "k-down"}
+    with (
+        caplog.at_level(logging.ERROR, logger="apps.core.queue"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        response = submit(body)
+
+    assert response.status_code == HTTPStatus.CREATED
+    job = Job.objects.get()
+    assert response.json()["job_id"] == job.pk
+    assert job.status == JobStatus.QUEUED
+    assert IdempotencyKey.objects.get(key="k-down").job_id == job.pk
+    [record] = [r for r in caplog.records if r.name == "apps.core.queue"]
+    assert GRADE_TASK in record.getMessage()
+    assert record.exc_info is not None
+    assert isinstance(record.exc_info[1], redis.ConnectionError)
+
+    replay = submit(body)
+    assert replay.status_code == HTTPStatus.OK
+    assert replay.json()["job_id"] == job.pk
+    assert Job.objects.count() == 1

@@ -20,7 +20,6 @@ import socket
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
 
 from django.conf import settings
 from django.db import connection, connections, transaction
@@ -28,6 +27,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.core.exceptions import InvalidTransition
+from apps.core.queue import enqueue_on_commit
 from apps.jobs.models import ACTIVE_JOB_STATUSES, FINISHED_JOB_STATUSES, Job, JobStatus
 from apps.jobs.services import job_finish, job_transition
 from apps.review.grader import GradingFile, GradingRequest, GradingResult, grader_get
@@ -353,9 +353,7 @@ def grading_run(*, job_id: str) -> str:
 
 def grading_enqueue(*, job_id: str) -> None:
     """Hand the job to a grading worker once the current transaction commits."""
-    from django_q.tasks import async_task
-
-    transaction.on_commit(partial(async_task, GRADE_TASK, job_id))
+    enqueue_on_commit(GRADE_TASK, job_id)
 
 
 def grading_reap_expired(*, now: datetime | None = None) -> list[str]:
