@@ -351,31 +351,6 @@ def _plan_record(*, plan: Plan, outcome: Outcome, started: dt.datetime) -> str:
         return "failed"
 
 
-BATCH_THREADS = 8
-
-
-def plan_execute_batch(*, items: list[tuple[int, str]]) -> list[str]:
-    """`plan_execute` for each (plan_id, token), up to BATCH_THREADS at once; each thread closes
-    its database connection. Same exactly-once guarantee per plan."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from django.db import connections
-
-    def one(item: tuple[int, str]) -> str:
-        try:
-            return plan_execute(plan_id=item[0], token=item[1])
-        except Exception:
-            logger.exception("plan %s failed to execute", item[0])
-            return "error"
-        finally:
-            connections.close_all()
-
-    if len(items) == 1:
-        return [plan_execute(plan_id=items[0][0], token=items[0][1])]
-    with ThreadPoolExecutor(max_workers=min(BATCH_THREADS, len(items))) as pool:
-        return list(pool.map(one, items))
-
-
 def plans_fire_due(*, owner: str, now: dt.datetime | None = None) -> list[ArmedPlan]:
     """One watcher pass without timers (the django-q2 fallback schedule): invalidate late
     plans, claim the plans already due and hand each to a worker now."""
