@@ -23,8 +23,10 @@ from django.db.models import Q
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
+from apps.core.exceptions import InvalidTransition
 from apps.core.models_utils import new_hex_id
 from apps.schedule.models import (
+    PLAN_TRANSITIONS,
     Life,
     LifeState,
     Plan,
@@ -256,16 +258,19 @@ def plan_execute(*, plan_id: int, token: str) -> str:
     "skipped". Retry codes are retried `retry_count` times `retry_interval` s apart (each retry
     is armed by a watcher, never slept out in the worker); a death that still fails is retried
     every DEATH_RETRY_INTERVAL until it succeeds or an operator cancels its Life.
+
+    Statements on the way (a burst runs thousands of these): the claim is one autocommitted
+    UPDATE (a single statement needs no transaction around it), one SELECT loads the plan and
+    its Life, and `_plan_record` writes the outcome in one short transaction.
     """
     now = timezone.now()
-    with transaction.atomic():
-        started = Plan.objects.filter(pk=plan_id, state=PlanState.PRESET, arm_token=token).update(
-            state=PlanState.RUNNING,
-            started_at=now,
-            lease_owner="",
-            lease_expires_at=None,
-            updated_at=now,
-        )
+    started = Plan.objects.filter(pk=plan_id, state=PlanState.PRESET, arm_token=token).update(
+        state=PlanState.RUNNING,
+        started_at=now,
+        lease_owner="",
+        lease_expires_at=None,
+        updated_at=now,
+    )
     if started != 1 and not _resume_abandoned(plan_id=plan_id, token=token, now=now):
         return "skipped"
     plan = Plan.objects.select_related("life").get(pk=plan_id)
@@ -273,11 +278,10 @@ def plan_execute(*, plan_id: int, token: str) -> str:
     if (plan.kind == PlanKind.BIRTH and life.state != LifeState.INEXISTENT) or (
         plan.kind == PlanKind.DEATH and life.state != LifeState.ALIVE
     ):
-        with transaction.atomic():
-            _plan_set_state(plan, PlanState.FAILED, finished_at=timezone.now())
+        _plan_set_state(plan, PlanState.FAILED, finished_at=timezone.now())
         return "skipped"
     outcome = _request(plan, life)
-    return _plan_record(plan=plan, outcome=outcome, started=now)
+    return _plan_record(plan=plan, life=life, outcome=outcome, started=now)
 
 
 def _resume_abandoned(*, plan_id: int, token: str, now: dt.datetime) -> bool:
@@ -300,15 +304,52 @@ def _resume_abandoned(*, plan_id: int, token: str, now: dt.datetime) -> bool:
         )
 
 
-def _plan_record(*, plan: Plan, outcome: Outcome, started: dt.datetime) -> str:
+def _plan_record(*, plan: Plan, life: Life, outcome: Outcome, started: dt.datetime) -> str:
+    """Record the attempt and move the plan (and its Life) on, in one transaction: the Life's
+    compare-and-set (when it changes; Life before plan, the services' lock order), the plan's
+    compare-and-set from Running under this delivery's arm token, the attempt row.
+
+    `plan` and `life` were loaded after this delivery's own Running CAS: while a plan is
+    Running nothing else writes it (cancels and changes refuse with PlanStarted), so its
+    `attempts_count` is current without a lock. A lost compare-and-set (a redelivery resumed
+    the plan, a Life changed under us) raises InvalidTransition and rolls everything back.
+    """
     now = timezone.now()
     success = outcome.status_code is not None and 200 <= outcome.status_code < 300
     retryable = outcome.status_code in settings.EXECUTION_RETRY_CODES
+    number = plan.attempts_count + 1
+    life_state: str | None = None
+    birth_lost = False
+    fields: dict[str, Any]
+    if success:
+        new, result, fields = PlanState.DONE, "done", {"finished_at": now}
+        life_state = (
+            LifeState.DEAD
+            if plan.kind == PlanKind.DEATH or life.schedule_type == "point"
+            else LifeState.ALIVE
+        )
+    elif retryable and number <= int(plan.action.get("retry_count") or 0):
+        interval = dt.timedelta(seconds=float(plan.action.get("retry_interval") or 0))
+        new, result, fields = PlanState.STANDBY, "retry", {"due_at": now + interval}
+    elif plan.kind == PlanKind.DEATH:
+        interval = dt.timedelta(minutes=float(settings.DEATH_RETRY_INTERVAL))
+        new, result, fields = PlanState.STANDBY, "retry", {"due_at": now + interval}
+    else:
+        new, result, fields = PlanState.FAILED, "failed", {"finished_at": now}
+        birth_lost = True
+    if new == PlanState.STANDBY:
+        fields["arm_token"] = ""
+    PLAN_TRANSITIONS.assert_allowed(PlanState.RUNNING, new)
     with transaction.atomic():
-        plan = Plan.objects.select_for_update(of=("self",)).get(pk=plan.pk)
-        number = plan.attempts_count + 1
+        if life_state is not None:
+            _life_set_state(life, life_state)
+        moved = Plan.objects.filter(
+            pk=plan.pk, state=PlanState.RUNNING, arm_token=plan.arm_token
+        ).update(state=new, attempts_count=number, updated_at=now, **fields)
+        if moved != 1:
+            raise InvalidTransition(f"Plan {plan.pk} changed state concurrently.")
         PlanAttempt.objects.create(
-            plan=plan,
+            plan_id=plan.pk,
             number=number,
             started_at=started,
             status_code=outcome.status_code,
@@ -316,39 +357,12 @@ def _plan_record(*, plan: Plan, outcome: Outcome, started: dt.datetime) -> str:
             duration_ms=outcome.duration_ms,
             response_excerpt=outcome.excerpt,
         )
-        plan.attempts_count = number
-        life = Life.objects.select_for_update(of=("self",)).get(pk=plan.life_id)
-        if success:
-            _plan_set_state(plan, PlanState.DONE, finished_at=now, attempts_count=number)
-            if plan.kind == PlanKind.DEATH or life.schedule_type == "point":
-                _life_set_state(life, LifeState.DEAD)
-            else:
-                _life_set_state(life, LifeState.ALIVE)
-            return "done"
-        retry_count = int(plan.action.get("retry_count") or 0)
-        if retryable and number <= retry_count:
-            interval = dt.timedelta(seconds=float(plan.action.get("retry_interval") or 0))
-            _plan_set_state(
-                plan,
-                PlanState.STANDBY,
-                due_at=now + interval,
-                arm_token="",
-                attempts_count=number,
-            )
-            return "retry"
-        if plan.kind == PlanKind.DEATH:
-            interval = dt.timedelta(minutes=float(settings.DEATH_RETRY_INTERVAL))
-            _plan_set_state(
-                plan,
-                PlanState.STANDBY,
-                due_at=now + interval,
-                arm_token="",
-                attempts_count=number,
-            )
-            return "retry"
-        _plan_set_state(plan, PlanState.FAILED, finished_at=now, attempts_count=number)
-        _birth_lost(life.pk, now)
-        return "failed"
+        if birth_lost:
+            _birth_lost(life.pk, now)
+    plan.state, plan.attempts_count = new, number
+    for name, value in fields.items():
+        setattr(plan, name, value)
+    return result
 
 
 def plans_fire_due(*, owner: str, now: dt.datetime | None = None) -> list[ArmedPlan]:

@@ -12,6 +12,8 @@ import pytest
 import time_machine
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook
@@ -219,6 +221,26 @@ def test_a_duplicate_delivery_runs_the_action_once(user: User, receiver: Receive
     assert plan_execute(plan_id=plan.pk, token=armed.token) == "done"
     assert plan_execute(plan_id=plan.pk, token=armed.token) == "skipped"
     assert len(receiver.requests) == 1
+
+
+def test_a_delivery_costs_a_fixed_handful_of_statements(user: User, receiver: Receiver) -> None:
+    """The hot path of a burst: claim (1 UPDATE), load plan + Life (1 SELECT), then one
+    transaction that records the outcome (Life CAS, plan CAS, attempt INSERT)."""
+    life = book_point(user, url=f"{receiver.url}/hook")
+    plan = birth_of(life)
+    [armed] = plan_claim(owner="w", now=plan.due_at)
+    with CaptureQueriesContext(connection) as captured:
+        assert plan_execute(plan_id=plan.pk, token=armed.token) == "done"
+    statements = [
+        q["sql"].split()[0]
+        for q in captured.captured_queries
+        if q["sql"].split()[0] not in {"BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"}
+    ]
+    assert statements == ["UPDATE", "SELECT", "UPDATE", "UPDATE", "INSERT"]
+    plan.refresh_from_db()
+    assert (plan.state, plan.attempts_count, plan.attempts.get().number) == (PlanState.DONE, 1, 1)
+    life.refresh_from_db()
+    assert life.state == LifeState.DEAD
 
 
 def test_a_stale_timer_after_patch_does_not_fire(user: User, receiver: Receiver) -> None:
