@@ -1,10 +1,12 @@
 """Bursts: plans due at the same moment, run side by side on a worker's persistent threads.
 
-A django-q2 worker process keeps one pool of BATCH_THREADS threads for its whole life (made
-again after a fork). Each thread keeps its own database connection from plan to plan and, like
-a request in Django, checks it before each plan with `close_old_connections()`: only a broken,
-obsolete (older than CONN_MAX_AGE) or mid-transaction connection is closed and reopened. The
-webhook calls share the process's pooled HTTP client. `plan_executor_shutdown()` ends the threads
+A batch is started with one UPDATE and one SELECT in the worker's own thread; then each plan's
+webhook call and outcome (three statements) run on a pool thread. A django-q2 worker process
+keeps one pool of BATCH_THREADS threads for its whole life (made again after a fork). Each
+thread keeps its own database connection from plan to plan and, like a request in Django,
+checks it before each plan with `close_old_connections()`: only a broken, obsolete (older than
+CONN_MAX_AGE) or mid-transaction connection is closed and reopened. The webhook calls share the
+process's pooled HTTP client (keep-alive per host). `plan_executor_shutdown()` ends the threads
 and closes their connections (tests, a clean process exit).
 """
 
@@ -16,10 +18,11 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from functools import partial
 
 from django.db import close_old_connections, connections
 
-from apps.schedule.execution import plan_execute
+from apps.schedule.execution import plan_run, plans_start
 
 logger = logging.getLogger(__name__)
 BATCH_THREADS = 8
@@ -93,19 +96,22 @@ def plan_executor_shutdown() -> None:
 
 
 def plan_execute_batch(*, items: list[tuple[int, str]]) -> list[str]:
-    """`plan_execute` for each (plan_id, token), up to BATCH_THREADS at once, on this process's
-    persistent threads. Same exactly-once guarantee per plan; a plan that raises is logged and
-    reported as "error"."""
-    if len(items) == 1:
-        return [plan_execute(plan_id=items[0][0], token=items[0][1])]
-
-    def one(plan_id: int, token: str) -> Callable[[], str]:
-        return lambda: plan_execute(plan_id=plan_id, token=token)
-
+    """Deliver several armed plans ((plan_id, arm token) pairs) due at the same moment: start
+    them all with one UPDATE and one SELECT (`plans_start`, in the calling thread), then run
+    the started ones up to BATCH_THREADS at once on this process's persistent threads. Same
+    exactly-once guarantee per plan ("skipped" for a plan another delivery runs); a plan that
+    raises is logged and reported as "error"."""
+    started = plans_start(items=items)
+    if len(started) <= 1:
+        return [plan_run(started[pid]) if pid in started else "skipped" for pid, _ in items]
     pool = _pool()
-    futures = [pool.submit(one(plan_id, token)) for plan_id, token in items]
+    futures = {plan_id: pool.submit(partial(plan_run, plan)) for plan_id, plan in started.items()}
     results = []
-    for (plan_id, _), future in zip(items, futures, strict=True):
+    for plan_id, _ in items:
+        future = futures.get(plan_id)
+        if future is None:
+            results.append("skipped")
+            continue
         try:
             results.append(future.result())
         except Exception:

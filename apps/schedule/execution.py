@@ -250,44 +250,82 @@ def _request(plan: Plan, life: Life) -> Outcome:
     return Outcome(response.status_code, "", elapsed, excerpt)
 
 
-def plan_execute(*, plan_id: int, token: str) -> str:
-    """Run one armed delivery of a plan: CAS Preset(token) → Running, one HTTP attempt (outside
-    any transaction), record it, then Done / Failed / a retry scheduled (Running → Standby).
+def plans_start(*, items: list[tuple[int, str]], now: dt.datetime | None = None) -> dict[int, Plan]:
+    """Start armed deliveries: every (plan_id, arm token) of `items` still Preset under that
+    token → Running, in one conditional UPDATE that marks the rows with a fresh delivery id
+    (`lease_owner`, which holds the watcher's id while Preset); then one SELECT loads the plans
+    this call won, with their Lives. Returns them by id.
 
-    Idempotent: a duplicate or stale delivery finds no Preset row with its token and returns
-    "skipped". Retry codes are retried `retry_count` times `retry_interval` s apart (each retry
-    is armed by a watcher, never slept out in the worker); a death that still fails is retried
-    every DEATH_RETRY_INTERVAL until it succeeds or an operator cancels its Life.
-
-    Statements on the way (a burst runs thousands of these): the claim is one autocommitted
-    UPDATE (a single statement needs no transaction around it), one SELECT loads the plan and
-    its Life, and `_plan_record` writes the outcome in one short transaction.
+    Exactly once: the UPDATE is the compare-and-set, so of two deliveries of one arming (a
+    broker redelivery, a second watcher's timer, a stale timer after PATCH) only one wins each
+    plan. A plan this call did not win may be a redelivery after its worker died mid-attempt:
+    `_resume_abandoned` restarts it once the first attempt is certainly over.
     """
-    now = timezone.now()
-    started = Plan.objects.filter(pk=plan_id, state=PlanState.PRESET, arm_token=token).update(
+    now = now or timezone.now()
+    delivery = f"run:{new_hex_id()}"
+    by_token: dict[str, list[int]] = {}
+    for plan_id, token in items:
+        by_token.setdefault(token, []).append(plan_id)
+    armed = Q()
+    for token, plan_ids in by_token.items():
+        armed |= Q(arm_token=token, pk__in=plan_ids)
+    Plan.objects.filter(armed, state=PlanState.PRESET).update(
         state=PlanState.RUNNING,
         started_at=now,
-        lease_owner="",
+        lease_owner=delivery,
         lease_expires_at=None,
         updated_at=now,
     )
-    if started != 1 and not _resume_abandoned(plan_id=plan_id, token=token, now=now):
-        return "skipped"
-    plan = Plan.objects.select_related("life").get(pk=plan_id)
+    ids = [plan_id for plan_id, _ in items]
+    started = {
+        plan.pk: plan
+        for plan in Plan.objects.select_related("life").filter(
+            pk__in=ids, state=PlanState.RUNNING, lease_owner=delivery
+        )
+    }
+    for plan_id, token in items:
+        if plan_id not in started and _resume_abandoned(
+            plan_id=plan_id, token=token, now=now, delivery=delivery
+        ):
+            started[plan_id] = Plan.objects.select_related("life").get(pk=plan_id)
+    return started
+
+
+def plan_run(plan: Plan) -> str:
+    """Run a plan this delivery started (`plans_start`): one HTTP attempt (outside any
+    transaction), record it, then Done / Failed / a retry scheduled (Running → Standby).
+
+    Retry codes are retried `retry_count` times `retry_interval` s apart (each retry is armed
+    by a watcher, never slept out in the worker); a death that still fails is retried every
+    DEATH_RETRY_INTERVAL until it succeeds or an operator cancels its Life. A plan whose Life
+    moved on meanwhile (a birth of a born Life, a death of a Life not Alive) fails unrun.
+    """
     life = plan.life
     if (plan.kind == PlanKind.BIRTH and life.state != LifeState.INEXISTENT) or (
         plan.kind == PlanKind.DEATH and life.state != LifeState.ALIVE
     ):
-        _plan_set_state(plan, PlanState.FAILED, finished_at=timezone.now())
+        _plan_set_state(plan, PlanState.FAILED, finished_at=timezone.now(), lease_owner="")
         return "skipped"
     outcome = _request(plan, life)
-    return _plan_record(plan=plan, life=life, outcome=outcome, started=now)
+    started = plan.started_at or timezone.now()  # always set by plans_start
+    return _plan_record(plan=plan, life=life, outcome=outcome, started=started)
 
 
-def _resume_abandoned(*, plan_id: int, token: str, now: dt.datetime) -> bool:
+def plan_execute(*, plan_id: int, token: str) -> str:
+    """Run one armed delivery of a plan: start it (CAS Preset(token) → Running), then
+    `plan_run`. Idempotent: a duplicate or stale delivery starts nothing and returns "skipped".
+
+    Five statements when it succeeds (a burst runs thousands): the claim UPDATE, the SELECT of
+    the plan and its Life, and the outcome's transaction (Life CAS, plan CAS, attempt INSERT).
+    """
+    plan = plans_start(items=[(plan_id, token)]).get(plan_id)
+    return "skipped" if plan is None else plan_run(plan)
+
+
+def _resume_abandoned(*, plan_id: int, token: str, now: dt.datetime, delivery: str) -> bool:
     """A redelivery of a plan whose worker died mid-attempt: it may run again once the first
     attempt is certainly over (its connect + request timeouts and a minute have passed).
-    Compare-and-set on `started_at`, so only one redelivery resumes it."""
+    Compare-and-set on `started_at`, so only one redelivery resumes it (under `delivery`)."""
     plan = Plan.objects.filter(pk=plan_id, state=PlanState.RUNNING, arm_token=token).first()
     if plan is None or plan.started_at is None:
         return False
@@ -295,19 +333,18 @@ def _resume_abandoned(*, plan_id: int, token: str, now: dt.datetime) -> bool:
     limit = float(action.get("connect_timeout") or 5) + float(action.get("request_timeout") or 30)
     if plan.started_at > now - dt.timedelta(seconds=limit + 60):
         return False
-    with transaction.atomic():
-        return (
-            Plan.objects.filter(
-                pk=plan_id, state=PlanState.RUNNING, arm_token=token, started_at=plan.started_at
-            ).update(started_at=now, updated_at=now)
-            == 1
-        )
+    return (
+        Plan.objects.filter(
+            pk=plan_id, state=PlanState.RUNNING, arm_token=token, started_at=plan.started_at
+        ).update(started_at=now, lease_owner=delivery, updated_at=now)
+        == 1
+    )
 
 
 def _plan_record(*, plan: Plan, life: Life, outcome: Outcome, started: dt.datetime) -> str:
     """Record the attempt and move the plan (and its Life) on, in one transaction: the Life's
     compare-and-set (when it changes; Life before plan, the services' lock order), the plan's
-    compare-and-set from Running under this delivery's arm token, the attempt row.
+    compare-and-set from Running under this delivery's arm token and id, the attempt row.
 
     `plan` and `life` were loaded after this delivery's own Running CAS: while a plan is
     Running nothing else writes it (cancels and changes refuse with PlanStarted), so its
@@ -344,8 +381,11 @@ def _plan_record(*, plan: Plan, life: Life, outcome: Outcome, started: dt.dateti
         if life_state is not None:
             _life_set_state(life, life_state)
         moved = Plan.objects.filter(
-            pk=plan.pk, state=PlanState.RUNNING, arm_token=plan.arm_token
-        ).update(state=new, attempts_count=number, updated_at=now, **fields)
+            pk=plan.pk,
+            state=PlanState.RUNNING,
+            arm_token=plan.arm_token,
+            lease_owner=plan.lease_owner,
+        ).update(state=new, attempts_count=number, lease_owner="", updated_at=now, **fields)
         if moved != 1:
             raise InvalidTransition(f"Plan {plan.pk} changed state concurrently.")
         PlanAttempt.objects.create(
@@ -359,7 +399,7 @@ def _plan_record(*, plan: Plan, life: Life, outcome: Outcome, started: dt.dateti
         )
         if birth_lost:
             _birth_lost(life.pk, now)
-    plan.state, plan.attempts_count = new, number
+    plan.state, plan.attempts_count, plan.lease_owner = new, number, ""
     for name, value in fields.items():
         setattr(plan, name, value)
     return result

@@ -18,6 +18,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook
 
+from apps.schedule.batch import plan_execute_batch
 from apps.schedule.execution import plan_claim, plan_execute, plan_invalidate_late
 from apps.schedule.models import Life, LifeState, Plan, PlanKind, PlanState
 from apps.schedule.services import life_cancel, life_change, plan_retry
@@ -241,6 +242,31 @@ def test_a_delivery_costs_a_fixed_handful_of_statements(user: User, receiver: Re
     assert (plan.state, plan.attempts_count, plan.attempts.get().number) == (PlanState.DONE, 1, 1)
     life.refresh_from_db()
     assert life.state == LifeState.DEAD
+
+
+@pytest.mark.django_db(transaction=True)  # the plan threads need committed rows
+def test_a_batch_starts_all_its_plans_with_one_update_and_one_select(
+    user: User, receiver: Receiver
+) -> None:
+    lives = [book_point(user, url=f"{receiver.url}/hook", in_seconds=60) for _ in range(6)]
+    armed = plan_claim(owner="w", now=max(life.birth_time for life in lives))
+    items = [(a.plan_id, a.token) for a in armed]
+    unarmed = birth_of(book_point(user, url=f"{receiver.url}/hook", in_seconds=3600))
+    stale = (unarmed.pk, "not-the-token")
+    with CaptureQueriesContext(connection) as captured:
+        results = plan_execute_batch(items=[*items, stale])
+    assert results == ["done"] * 6 + ["skipped"]
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == [
+        "UPDATE",
+        "SELECT",
+        "SELECT",  # the stale item: is it a redelivery of a plan whose worker died? no
+    ]
+    assert set(
+        Plan.objects.exclude(pk=unarmed.pk).values_list("state", "lease_owner", "attempts_count")
+    ) == {(PlanState.DONE, "", 1)}
+    unarmed.refresh_from_db()
+    assert unarmed.state == PlanState.STANDBY
+    assert len(receiver.requests) == 6
 
 
 def test_a_stale_timer_after_patch_does_not_fire(user: User, receiver: Receiver) -> None:
