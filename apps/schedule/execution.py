@@ -261,6 +261,8 @@ def plans_start(*, items: list[tuple[int, str]], now: dt.datetime | None = None)
     plan. A plan this call did not win may be a redelivery after its worker died mid-attempt:
     `_resume_abandoned` restarts it once the first attempt is certainly over.
     """
+    if not items:
+        return {}  # an empty condition below would match every Preset plan
     now = now or timezone.now()
     delivery = f"run:{new_hex_id()}"
     by_token: dict[str, list[int]] = {}

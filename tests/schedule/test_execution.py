@@ -269,6 +269,13 @@ def test_a_batch_starts_all_its_plans_with_one_update_and_one_select(
     assert len(receiver.requests) == 6
 
 
+def test_an_empty_batch_starts_nothing(user: User, receiver: Receiver) -> None:
+    life = book_point(user, url=f"{receiver.url}/hook")
+    plan_claim(owner="w", now=birth_of(life).due_at)
+    assert plan_execute_batch(items=[]) == []
+    assert birth_of(life).state == PlanState.PRESET
+
+
 def test_a_stale_timer_after_patch_does_not_fire(user: User, receiver: Receiver) -> None:
     life = book_point(user, url=f"{receiver.url}/hook")
     plan = birth_of(life)
