@@ -57,11 +57,15 @@ def _no_leftover_database_sessions(
 
 @pytest.fixture(autouse=True)
 def _close_webhook_connections() -> Iterator[None]:
-    """Webhook calls keep pooled keep-alive connections; close them with the test that opened
-    them, or the sockets are reported unclosed in whichever test happens to collect them."""
+    """Webhook calls keep pooled keep-alive connections and the plan threads keep database
+    connections; close them with the test that opened them, or the sockets are reported
+    unclosed in whichever test happens to collect them (and the test database cannot be
+    dropped while a thread holds a connection to it)."""
     yield
+    from apps.schedule.batch import plan_executor_shutdown
     from apps.schedule.execution import http_clients_close
 
+    plan_executor_shutdown()
     http_clients_close()
 
 

@@ -23,8 +23,10 @@ from django.db.models import Q
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
+from apps.core.exceptions import InvalidTransition
 from apps.core.models_utils import new_hex_id
 from apps.schedule.models import (
+    PLAN_TRANSITIONS,
     Life,
     LifeState,
     Plan,
@@ -248,42 +250,84 @@ def _request(plan: Plan, life: Life) -> Outcome:
     return Outcome(response.status_code, "", elapsed, excerpt)
 
 
-def plan_execute(*, plan_id: int, token: str) -> str:
-    """Run one armed delivery of a plan: CAS Preset(token) → Running, one HTTP attempt (outside
-    any transaction), record it, then Done / Failed / a retry scheduled (Running → Standby).
+def plans_start(*, items: list[tuple[int, str]], now: dt.datetime | None = None) -> dict[int, Plan]:
+    """Start armed deliveries: every (plan_id, arm token) of `items` still Preset under that
+    token → Running, in one conditional UPDATE that marks the rows with a fresh delivery id
+    (`lease_owner`, which holds the watcher's id while Preset); then one SELECT loads the plans
+    this call won, with their Lives. Returns them by id.
 
-    Idempotent: a duplicate or stale delivery finds no Preset row with its token and returns
-    "skipped". Retry codes are retried `retry_count` times `retry_interval` s apart (each retry
-    is armed by a watcher, never slept out in the worker); a death that still fails is retried
-    every DEATH_RETRY_INTERVAL until it succeeds or an operator cancels its Life.
+    Exactly once: the UPDATE is the compare-and-set, so of two deliveries of one arming (a
+    broker redelivery, a second watcher's timer, a stale timer after PATCH) only one wins each
+    plan. A plan this call did not win may be a redelivery after its worker died mid-attempt:
+    `_resume_abandoned` restarts it once the first attempt is certainly over.
     """
-    now = timezone.now()
-    with transaction.atomic():
-        started = Plan.objects.filter(pk=plan_id, state=PlanState.PRESET, arm_token=token).update(
-            state=PlanState.RUNNING,
-            started_at=now,
-            lease_owner="",
-            lease_expires_at=None,
-            updated_at=now,
+    if not items:
+        return {}  # an empty condition below would match every Preset plan
+    now = now or timezone.now()
+    delivery = f"run:{new_hex_id()}"
+    by_token: dict[str, list[int]] = {}
+    for plan_id, token in items:
+        by_token.setdefault(token, []).append(plan_id)
+    armed = Q()
+    for token, plan_ids in by_token.items():
+        armed |= Q(arm_token=token, pk__in=plan_ids)
+    Plan.objects.filter(armed, state=PlanState.PRESET).update(
+        state=PlanState.RUNNING,
+        started_at=now,
+        lease_owner=delivery,
+        lease_expires_at=None,
+        updated_at=now,
+    )
+    ids = [plan_id for plan_id, _ in items]
+    started = {
+        plan.pk: plan
+        for plan in Plan.objects.select_related("life").filter(
+            pk__in=ids, state=PlanState.RUNNING, lease_owner=delivery
         )
-    if started != 1 and not _resume_abandoned(plan_id=plan_id, token=token, now=now):
-        return "skipped"
-    plan = Plan.objects.select_related("life").get(pk=plan_id)
+    }
+    for plan_id, token in items:
+        if plan_id not in started and _resume_abandoned(
+            plan_id=plan_id, token=token, now=now, delivery=delivery
+        ):
+            started[plan_id] = Plan.objects.select_related("life").get(pk=plan_id)
+    return started
+
+
+def plan_run(plan: Plan) -> str:
+    """Run a plan this delivery started (`plans_start`): one HTTP attempt (outside any
+    transaction), record it, then Done / Failed / a retry scheduled (Running → Standby).
+
+    Retry codes are retried `retry_count` times `retry_interval` s apart (each retry is armed
+    by a watcher, never slept out in the worker); a death that still fails is retried every
+    DEATH_RETRY_INTERVAL until it succeeds or an operator cancels its Life. A plan whose Life
+    moved on meanwhile (a birth of a born Life, a death of a Life not Alive) fails unrun.
+    """
     life = plan.life
     if (plan.kind == PlanKind.BIRTH and life.state != LifeState.INEXISTENT) or (
         plan.kind == PlanKind.DEATH and life.state != LifeState.ALIVE
     ):
-        with transaction.atomic():
-            _plan_set_state(plan, PlanState.FAILED, finished_at=timezone.now())
+        _plan_set_state(plan, PlanState.FAILED, finished_at=timezone.now(), lease_owner="")
         return "skipped"
     outcome = _request(plan, life)
-    return _plan_record(plan=plan, outcome=outcome, started=now)
+    started = plan.started_at or timezone.now()  # always set by plans_start
+    return _plan_record(plan=plan, life=life, outcome=outcome, started=started)
 
 
-def _resume_abandoned(*, plan_id: int, token: str, now: dt.datetime) -> bool:
+def plan_execute(*, plan_id: int, token: str) -> str:
+    """Run one armed delivery of a plan: start it (CAS Preset(token) → Running), then
+    `plan_run`. Idempotent: a duplicate or stale delivery starts nothing and returns "skipped".
+
+    Five statements when it succeeds (a burst runs thousands): the claim UPDATE, the SELECT of
+    the plan and its Life, and the outcome's transaction (Life CAS, plan CAS, attempt INSERT).
+    """
+    plan = plans_start(items=[(plan_id, token)]).get(plan_id)
+    return "skipped" if plan is None else plan_run(plan)
+
+
+def _resume_abandoned(*, plan_id: int, token: str, now: dt.datetime, delivery: str) -> bool:
     """A redelivery of a plan whose worker died mid-attempt: it may run again once the first
     attempt is certainly over (its connect + request timeouts and a minute have passed).
-    Compare-and-set on `started_at`, so only one redelivery resumes it."""
+    Compare-and-set on `started_at`, so only one redelivery resumes it (under `delivery`)."""
     plan = Plan.objects.filter(pk=plan_id, state=PlanState.RUNNING, arm_token=token).first()
     if plan is None or plan.started_at is None:
         return False
@@ -291,24 +335,63 @@ def _resume_abandoned(*, plan_id: int, token: str, now: dt.datetime) -> bool:
     limit = float(action.get("connect_timeout") or 5) + float(action.get("request_timeout") or 30)
     if plan.started_at > now - dt.timedelta(seconds=limit + 60):
         return False
-    with transaction.atomic():
-        return (
-            Plan.objects.filter(
-                pk=plan_id, state=PlanState.RUNNING, arm_token=token, started_at=plan.started_at
-            ).update(started_at=now, updated_at=now)
-            == 1
-        )
+    return (
+        Plan.objects.filter(
+            pk=plan_id, state=PlanState.RUNNING, arm_token=token, started_at=plan.started_at
+        ).update(started_at=now, lease_owner=delivery, updated_at=now)
+        == 1
+    )
 
 
-def _plan_record(*, plan: Plan, outcome: Outcome, started: dt.datetime) -> str:
+def _plan_record(*, plan: Plan, life: Life, outcome: Outcome, started: dt.datetime) -> str:
+    """Record the attempt and move the plan (and its Life) on, in one transaction: the Life's
+    compare-and-set (when it changes; Life before plan, the services' lock order), the plan's
+    compare-and-set from Running under this delivery's arm token and id, the attempt row.
+
+    `plan` and `life` were loaded after this delivery's own Running CAS: while a plan is
+    Running nothing else writes it (cancels and changes refuse with PlanStarted), so its
+    `attempts_count` is current without a lock. A lost compare-and-set (a redelivery resumed
+    the plan, a Life changed under us) raises InvalidTransition and rolls everything back.
+    """
     now = timezone.now()
     success = outcome.status_code is not None and 200 <= outcome.status_code < 300
     retryable = outcome.status_code in settings.EXECUTION_RETRY_CODES
+    number = plan.attempts_count + 1
+    life_state: str | None = None
+    birth_lost = False
+    fields: dict[str, Any]
+    if success:
+        new, result, fields = PlanState.DONE, "done", {"finished_at": now}
+        life_state = (
+            LifeState.DEAD
+            if plan.kind == PlanKind.DEATH or life.schedule_type == "point"
+            else LifeState.ALIVE
+        )
+    elif retryable and number <= int(plan.action.get("retry_count") or 0):
+        interval = dt.timedelta(seconds=float(plan.action.get("retry_interval") or 0))
+        new, result, fields = PlanState.STANDBY, "retry", {"due_at": now + interval}
+    elif plan.kind == PlanKind.DEATH:
+        interval = dt.timedelta(minutes=float(settings.DEATH_RETRY_INTERVAL))
+        new, result, fields = PlanState.STANDBY, "retry", {"due_at": now + interval}
+    else:
+        new, result, fields = PlanState.FAILED, "failed", {"finished_at": now}
+        birth_lost = True
+    if new == PlanState.STANDBY:
+        fields["arm_token"] = ""
+    PLAN_TRANSITIONS.assert_allowed(PlanState.RUNNING, new)
     with transaction.atomic():
-        plan = Plan.objects.select_for_update(of=("self",)).get(pk=plan.pk)
-        number = plan.attempts_count + 1
+        if life_state is not None:
+            _life_set_state(life, life_state)
+        moved = Plan.objects.filter(
+            pk=plan.pk,
+            state=PlanState.RUNNING,
+            arm_token=plan.arm_token,
+            lease_owner=plan.lease_owner,
+        ).update(state=new, attempts_count=number, lease_owner="", updated_at=now, **fields)
+        if moved != 1:
+            raise InvalidTransition(f"Plan {plan.pk} changed state concurrently.")
         PlanAttempt.objects.create(
-            plan=plan,
+            plan_id=plan.pk,
             number=number,
             started_at=started,
             status_code=outcome.status_code,
@@ -316,64 +399,12 @@ def _plan_record(*, plan: Plan, outcome: Outcome, started: dt.datetime) -> str:
             duration_ms=outcome.duration_ms,
             response_excerpt=outcome.excerpt,
         )
-        plan.attempts_count = number
-        life = Life.objects.select_for_update(of=("self",)).get(pk=plan.life_id)
-        if success:
-            _plan_set_state(plan, PlanState.DONE, finished_at=now, attempts_count=number)
-            if plan.kind == PlanKind.DEATH or life.schedule_type == "point":
-                _life_set_state(life, LifeState.DEAD)
-            else:
-                _life_set_state(life, LifeState.ALIVE)
-            return "done"
-        retry_count = int(plan.action.get("retry_count") or 0)
-        if retryable and number <= retry_count:
-            interval = dt.timedelta(seconds=float(plan.action.get("retry_interval") or 0))
-            _plan_set_state(
-                plan,
-                PlanState.STANDBY,
-                due_at=now + interval,
-                arm_token="",
-                attempts_count=number,
-            )
-            return "retry"
-        if plan.kind == PlanKind.DEATH:
-            interval = dt.timedelta(minutes=float(settings.DEATH_RETRY_INTERVAL))
-            _plan_set_state(
-                plan,
-                PlanState.STANDBY,
-                due_at=now + interval,
-                arm_token="",
-                attempts_count=number,
-            )
-            return "retry"
-        _plan_set_state(plan, PlanState.FAILED, finished_at=now, attempts_count=number)
-        _birth_lost(life.pk, now)
-        return "failed"
-
-
-BATCH_THREADS = 8
-
-
-def plan_execute_batch(*, items: list[tuple[int, str]]) -> list[str]:
-    """`plan_execute` for each (plan_id, token), up to BATCH_THREADS at once; each thread closes
-    its database connection. Same exactly-once guarantee per plan."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from django.db import connections
-
-    def one(item: tuple[int, str]) -> str:
-        try:
-            return plan_execute(plan_id=item[0], token=item[1])
-        except Exception:
-            logger.exception("plan %s failed to execute", item[0])
-            return "error"
-        finally:
-            connections.close_all()
-
-    if len(items) == 1:
-        return [plan_execute(plan_id=items[0][0], token=items[0][1])]
-    with ThreadPoolExecutor(max_workers=min(BATCH_THREADS, len(items))) as pool:
-        return list(pool.map(one, items))
+        if birth_lost:
+            _birth_lost(life.pk, now)
+    plan.state, plan.attempts_count, plan.lease_owner = new, number, ""
+    for name, value in fields.items():
+        setattr(plan, name, value)
+    return result
 
 
 def plans_fire_due(*, owner: str, now: dt.datetime | None = None) -> list[ArmedPlan]:

@@ -1,5 +1,5 @@
 """Races with real threads (SQLite and PostgreSQL): bookings of one resource, claims of one
-plan set, deliveries of one plan, one life_uuid."""
+plan set, deliveries of one plan and of one batch, one life_uuid."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps.schedule.batch import plan_execute_batch
 from apps.schedule.execution import plan_claim, plan_execute
-from apps.schedule.models import Life, Plan, PlanState
+from apps.schedule.models import Life, LifeState, Plan, PlanAttempt, PlanState
 from tests.concurrency import run_concurrently
 from tests.schedule.conftest import Receiver, at, point_body, term_body
 from tests.schedule.factories import book_point
@@ -74,6 +75,29 @@ def test_racing_deliveries_of_one_plan_run_its_action_once(user: User, receiver:
     plan.refresh_from_db()
     assert plan.state == PlanState.DONE
     assert plan.attempts.count() == 1
+
+
+def test_duplicate_deliveries_of_one_batch_on_the_shared_threads_run_each_plan_once(
+    user: User, receiver: Receiver
+) -> None:
+    """A broker redelivering a batch while the first copy still runs: both copies share the
+    worker's persistent plan threads, and every plan is still delivered and recorded once."""
+    lives = [book_point(user, url=f"{receiver.url}/hook", in_seconds=60) for _ in range(12)]
+    due = max(life.birth_time for life in lives)
+    armed = plan_claim(owner="w", now=due)
+    items = [(a.plan_id, a.token) for a in armed]
+    assert len(items) == 12
+
+    outcomes = run_concurrently(lambda i: plan_execute_batch(items=items), 3)
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    results = Counter(r for o in outcomes for r in o.value)
+    assert results == {"done": 12, "skipped": 24}
+    assert Counter(r.headers["webhook-id"] for r in receiver.requests) == Counter(
+        dict.fromkeys(Plan.objects.values_list("webhook_id", flat=True), 1)
+    )
+    assert set(Plan.objects.values_list("state", "attempts_count")) == {(PlanState.DONE, 1)}
+    assert PlanAttempt.objects.count() == 12
+    assert set(Life.objects.values_list("state", flat=True)) == {LifeState.DEAD}
 
 
 @pytest.mark.postgres

@@ -12,10 +12,13 @@ import pytest
 import time_machine
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook
 
+from apps.schedule.batch import plan_execute_batch
 from apps.schedule.execution import plan_claim, plan_execute, plan_invalidate_late
 from apps.schedule.models import Life, LifeState, Plan, PlanKind, PlanState
 from apps.schedule.services import life_cancel, life_change, plan_retry
@@ -219,6 +222,58 @@ def test_a_duplicate_delivery_runs_the_action_once(user: User, receiver: Receive
     assert plan_execute(plan_id=plan.pk, token=armed.token) == "done"
     assert plan_execute(plan_id=plan.pk, token=armed.token) == "skipped"
     assert len(receiver.requests) == 1
+
+
+def test_a_delivery_costs_a_fixed_handful_of_statements(user: User, receiver: Receiver) -> None:
+    """The hot path of a burst: claim (1 UPDATE), load plan + Life (1 SELECT), then one
+    transaction that records the outcome (Life CAS, plan CAS, attempt INSERT)."""
+    life = book_point(user, url=f"{receiver.url}/hook")
+    plan = birth_of(life)
+    [armed] = plan_claim(owner="w", now=plan.due_at)
+    with CaptureQueriesContext(connection) as captured:
+        assert plan_execute(plan_id=plan.pk, token=armed.token) == "done"
+    statements = [
+        q["sql"].split()[0]
+        for q in captured.captured_queries
+        if q["sql"].split()[0] not in {"BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"}
+    ]
+    assert statements == ["UPDATE", "SELECT", "UPDATE", "UPDATE", "INSERT"]
+    plan.refresh_from_db()
+    assert (plan.state, plan.attempts_count, plan.attempts.get().number) == (PlanState.DONE, 1, 1)
+    life.refresh_from_db()
+    assert life.state == LifeState.DEAD
+
+
+@pytest.mark.django_db(transaction=True)  # the plan threads need committed rows
+def test_a_batch_starts_all_its_plans_with_one_update_and_one_select(
+    user: User, receiver: Receiver
+) -> None:
+    lives = [book_point(user, url=f"{receiver.url}/hook", in_seconds=60) for _ in range(6)]
+    armed = plan_claim(owner="w", now=max(life.birth_time for life in lives))
+    items = [(a.plan_id, a.token) for a in armed]
+    unarmed = birth_of(book_point(user, url=f"{receiver.url}/hook", in_seconds=3600))
+    stale = (unarmed.pk, "not-the-token")
+    with CaptureQueriesContext(connection) as captured:
+        results = plan_execute_batch(items=[*items, stale])
+    assert results == ["done"] * 6 + ["skipped"]
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == [
+        "UPDATE",
+        "SELECT",
+        "SELECT",  # the stale item: is it a redelivery of a plan whose worker died? no
+    ]
+    assert set(
+        Plan.objects.exclude(pk=unarmed.pk).values_list("state", "lease_owner", "attempts_count")
+    ) == {(PlanState.DONE, "", 1)}
+    unarmed.refresh_from_db()
+    assert unarmed.state == PlanState.STANDBY
+    assert len(receiver.requests) == 6
+
+
+def test_an_empty_batch_starts_nothing(user: User, receiver: Receiver) -> None:
+    life = book_point(user, url=f"{receiver.url}/hook")
+    plan_claim(owner="w", now=birth_of(life).due_at)
+    assert plan_execute_batch(items=[]) == []
+    assert birth_of(life).state == PlanState.PRESET
 
 
 def test_a_stale_timer_after_patch_does_not_fire(user: User, receiver: Receiver) -> None:
