@@ -44,17 +44,19 @@ def task_broker() -> Any:
 
 @dataclass(frozen=True)
 class TaskEnqueue:
-    """Enqueue the django-q2 task `task(*args)`: register it with `transaction.on_commit`.
+    """Enqueue the django-q2 task `task(*args)`; registered with `transaction.on_commit`.
 
-    A broker that refuses the task (down, unreachable) is logged and swallowed, never raised:
-    by then the work it names is committed, so failing the request would invite a client to
-    retry what already happened. Work whose enqueue was lost is found again by its app's reaper
-    (e.g. `grading_reap_expired`). A plain object rather than a `partial`, so that the task and
-    its arguments can be named in logs and inspected by tests.
+    `robust` (the default): a broker that refuses the task (down, unreachable) is logged and
+    swallowed. By then the work it names is committed, so failing the request would invite a
+    client to retry what already happened; the work is found again by its app's reaper (e.g.
+    `grading_reap_expired`, an expired plan lease). Not robust: logged, then raised, for work
+    that only a retry of the request itself can recover. A plain object rather than a
+    `partial`, so that the task and its arguments are named in logs and visible to tests.
     """
 
     task: str
     args: tuple[Any, ...] = ()
+    robust: bool = True
 
     def __call__(self) -> None:
         from django_q.tasks import async_task
@@ -62,14 +64,11 @@ class TaskEnqueue:
         try:
             async_task(self.task, *self.args, broker=task_broker())
         except Exception:
-            logger.exception(
-                "Could not enqueue %s%r; the work is committed and will be re-enqueued by its "
-                "reaper.",
-                self.task,
-                self.args,
-            )
+            logger.exception("Could not enqueue %s%r.", self.task, self.args)
+            if not self.robust:
+                raise
 
 
-def enqueue_on_commit(task: str, *args: Any) -> None:
+def enqueue_on_commit(task: str, *args: Any, robust: bool = True) -> None:
     """Enqueue `task(*args)` once the current transaction commits (at once outside one)."""
-    transaction.on_commit(TaskEnqueue(task, args))
+    transaction.on_commit(TaskEnqueue(task, args, robust=robust))

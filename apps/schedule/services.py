@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -22,6 +21,7 @@ from django.utils import timezone
 from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidTransition
 from apps.core.models_utils import new_hex_id
+from apps.core.queue import enqueue_on_commit
 from apps.schedule.booking import LifeSpec, life_spec_build, parse_time
 from apps.schedule.exceptions import (
     InvalidSchedule,
@@ -419,11 +419,8 @@ def life_cancel(
                     Plan.objects.filter(pk=death.pk).update(**claim)
                 fire = death.pk
         if fire is not None:
-            from django_q.tasks import async_task
-
-            transaction.on_commit(
-                partial(async_task, "apps.schedule.tasks.plan_execute", fire, token)
-            )
+            # Lost with a refusing broker, the plan is fired again when the claim's lease ends.
+            enqueue_on_commit("apps.schedule.tasks.plan_execute", fire, token)
     life.refresh_from_db()
     return life
 

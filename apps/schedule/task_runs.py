@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.core.queue import enqueue_on_commit
 from apps.schedule.booking import contains_nul
 from apps.schedule.exceptions import UnknownTopic
 from apps.schedule.models import TaskRun
 from apps.schedule.topics import topic_get, topic_names
+
+TASK_RUN_TASK = "apps.schedule.tasks.task_run"
 
 
 @dataclass(frozen=True)
@@ -45,16 +47,24 @@ def task_run_create(
     if key:
         existing = TaskRun.objects.filter(key=key).first()
         if existing is not None:
-            return TaskRunResult(existing, created=False)
+            return _task_run_replay(existing)
     try:
         with transaction.atomic():
             run = TaskRun.objects.create(owner_id=user.pk, topic=topic, content=content, key=key)
-            from django_q.tasks import async_task
-
-            transaction.on_commit(partial(async_task, "apps.schedule.tasks.task_run", run.pk))
+            # Not robust: a refused enqueue fails the call (5xx), so the calling plan retries
+            # with its webhook-id, and the replay below enqueues the still-pending run again.
+            enqueue_on_commit(TASK_RUN_TASK, run.pk, robust=False)
     except IntegrityError:
-        return TaskRunResult(TaskRun.objects.get(key=key), created=False)
+        return _task_run_replay(TaskRun.objects.get(key=key))
     return TaskRunResult(run, created=True)
+
+
+def _task_run_replay(run: TaskRun) -> TaskRunResult:
+    """A repeated call (same key): the first TaskRun. One still pending is enqueued again, in
+    case the first enqueue was lost; a duplicate delivery is a no-op (`task_run_execute`)."""
+    if run.state == TaskRun.State.PENDING:
+        enqueue_on_commit(TASK_RUN_TASK, run.pk, robust=False)
+    return TaskRunResult(run, created=False)
 
 
 def task_run_execute(*, task_run_id: int) -> str:

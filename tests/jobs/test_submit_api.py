@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import socket
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
@@ -14,7 +13,6 @@ import redis
 import time_machine
 from django.contrib.auth.models import User
 from django.utils import timezone
-from django_q.brokers.redis_broker import Redis as RedisBroker
 from rest_framework.test import APIClient
 
 from apps.core.queue import TaskEnqueue
@@ -22,6 +20,7 @@ from apps.jobs.models import IdempotencyKey, Job, JobStatus
 from apps.jobs.services import GRADE_TASK, job_transition
 from apps.quotas.models import QuotaPolicy, Reservation
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
+from tests.brokers import unreachable_broker
 from tests.jobs.factories import make_job, make_submission
 
 pytestmark = pytest.mark.django_db
@@ -487,12 +486,6 @@ def test_unusable_reservations_are_refused(
     assert Job.objects.count() == 0
 
 
-def _refused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_broker_that_refuses_the_task_does_not_fail_the_committed_job(
     submit: Submit,
     ready_submission: Submission,
@@ -502,14 +495,8 @@ def test_a_broker_that_refuses_the_task_does_not_fail_the_committed_job(
 ) -> None:
     """The broker is down when the job commits: the client still gets its job (a 500 would
     invite a retry of what already happened), the failure is logged, and a retry replays."""
-    port = _refused_port()
-
-    class UnreachableRedis(RedisBroker):  # type: ignore[misc]  # django-q2 is untyped
-        @staticmethod
-        def get_connection(list_key: str | None = None) -> redis.Redis:
-            return redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1)
-
-    monkeypatch.setattr("apps.core.queue.task_broker", lambda: UnreachableRedis("down"))
+    broker = unreachable_broker()
+    monkeypatch.setattr("apps.core.queue.task_broker", lambda: broker)
     body = {"submission_id": ready_submission.pk, "idempotency_key": "k-down"}
     with (
         caplog.at_level(logging.ERROR, logger="apps.core.queue"),
