@@ -26,6 +26,8 @@ from typing import IO, Any
 from django.conf import settings
 from django.core.files.storage import default_storage
 
+from apps.review.sandbox_supervisor import reap_group
+
 METRICS_FILE = "metrics.json"
 MAX_METRICS_SIZE = 1024 * 1024
 # The sandbox's process budget (RLIMIT_NPROC, threads included). The kernel exempts root from
@@ -233,18 +235,6 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _reap_group(pgid: int, *, wait: float = 5.0) -> None:
-    """Collect the killed group's orphans (our children, as subreaper) until none is left."""
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        try:
-            pid, _ = os.waitpid(-pgid, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            time.sleep(0.01)
-
-
 class _OutputReader:
     """Reads the child's merged stdout/stderr, keeping only the first `limit` bytes."""
 
@@ -329,7 +319,7 @@ def run_sandboxed(
     except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
         process.kill()
         process.wait()
-    _reap_group(process.pid)
+    reap_group(process.pid)
     if not timed_out and process.returncode is not None:
         # Drain what is left in the pipe without blocking (the group is dead now).
         os.set_blocking(process.stdout.fileno(), False)

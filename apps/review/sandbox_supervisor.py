@@ -183,8 +183,11 @@ class _suppress_os_errors:  # noqa: N801 - contextlib is one import more in ever
         return kind is not None and issubclass(kind, OSError)
 
 
-def _reap_group(pgid: int, *, wait: float = 5.0) -> None:
-    """Collect the killed group's orphans (re-parented to us, a subreaper) until none is left."""
+def reap_group(pgid: int, *, wait: float = 5.0) -> None:
+    """Collect the killed group's orphans (re-parented to us, a subreaper) until none is left.
+
+    Also used by the worker (`apps.review.sandbox`), which is the subreaper of spawned programs;
+    this file imports only the standard library, so it can be run and imported alike."""
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         try:
@@ -258,7 +261,7 @@ def zygote_serve(channel: socket.socket, worker_pid: int) -> tuple[dict[str, Any
             os.killpg(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         _current_child = 0
-        _reap_group(pid)
+        reap_group(pid)
         _send(channel, {"status": os.waitstatus_to_exitcode(status)})
 
 
