@@ -31,7 +31,11 @@ _Job = tuple[Callable[[], str], "Future[str]"] | None
 
 
 class _ExecutorPool:
-    """A fixed set of threads that keep their database connections between jobs."""
+    """A fixed set of threads that keep their database connections between jobs.
+
+    Not `ThreadPoolExecutor`: its threads have no exit hook, and each of these must close its
+    own (thread-local) database connection when the pool shuts down, or a test database could
+    not be dropped and a worker would leave its PostgreSQL sessions to time out."""
 
     def __init__(self, size: int) -> None:
         self.pid = os.getpid()
