@@ -272,15 +272,27 @@ MAX_FILES_PER_SUBMISSION = int(env_number("MAX_FILES_PER_SUBMISSION", 100))
 SUBMISSION_DRAFT_TTL_DAYS = env_number("SUBMISSION_DRAFT_TTL_DAYS", 7)
 
 # --- Grading and review (SPEC §5) -------------------------------------------------------------
-GRADER = env.str("GRADER", default="apps.review.grader.SubprocessGrader")
+GRADER = env.str("GRADER", default="apps.review.grader.SandboxGrader")
 GRADING_TIMEOUT = env_number("GRADING_TIMEOUT", 600)
 GRADING_MAX_ATTEMPTS = int(env_number("GRADING_MAX_ATTEMPTS", 3))
 GRADING_MEMORY_LIMIT = int(env_number("GRADING_MEMORY_LIMIT", 1073741824))
 GRADING_MAX_OUTPUT = int(env_number("GRADING_MAX_OUTPUT", 1048576))
 GRADING_MAX_UNPACKED_SIZE = int(env_number("GRADING_MAX_UNPACKED_SIZE", 1073741824))
-# The default grader forks programs from a per-worker launcher (a "zygote") instead of starting
-# new interpreters for each; false spawns every program (see apps/review/sandbox_zygote.py).
-GRADING_ZYGOTE = env.bool("GRADING_ZYGOTE", default=True)
+MAX_ARCHIVE_MEMBERS = int(env_number("MAX_ARCHIVE_MEMBERS", 10000))
+# Isolation (SPEC §10): the sandbox's interpreter (never the platform's), extra read-only folders
+# (a grading virtualenv), and the one way to grade without bubblewrap when DEBUG is off.
+GRADING_PYTHON = env.str("GRADING_PYTHON", default="/usr/bin/python3")
+GRADING_READONLY_PATHS = env.list("GRADING_READONLY_PATHS", default=[])
+GRADING_ALLOW_UNSANDBOXED = env.bool("GRADING_ALLOW_UNSANDBOXED", default=False)
+# The sandbox's writable space (working folder + /tmp, a RAM-backed tmpfs; the submission's
+# files count against it), tasks (threads included) and open files.
+GRADING_SCRATCH_SIZE = int(env_number("GRADING_SCRATCH_SIZE", 2147483648))
+GRADING_MAX_PROCESSES = int(env_number("GRADING_MAX_PROCESSES", 64))
+GRADING_MAX_OPEN_FILES = int(env_number("GRADING_MAX_OPEN_FILES", 256))
+_score_min = env.str("GRADING_SCORE_MIN", default="")
+_score_max = env.str("GRADING_SCORE_MAX", default="")
+GRADING_SCORE_MIN: float | None = float(_score_min) if _score_min else None
+GRADING_SCORE_MAX: float | None = float(_score_max) if _score_max else None
 REVIEW_CLAIM_TTL = env_number("REVIEW_CLAIM_TTL", 900)
 
 # --- Schedule (SPEC §6) -----------------------------------------------------------------------

@@ -1,0 +1,72 @@
+"""`python -m apps.review.isolation probe|run`: what this host can isolate, and one program run
+exactly as a worker would run it (no Django needed).
+
+    python -m apps.review.isolation probe [--python /usr/bin/python3]
+    python -m apps.review.isolation run --files DIR [--python P] [--isolation bubblewrap]
+        [--limits '{"wall_seconds": 10, ...}'] -- main.py config.yaml
+
+Both print one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from apps.review.isolation.limits import Limits
+from apps.review.isolation.probe import isolation_probe
+from apps.review.isolation.run import BUBBLEWRAP, run_program
+from apps.review.isolation.scratch import input_folder, input_folder_hand_over
+
+DEFAULT_LIMITS = Limits(
+    wall_seconds=60,
+    cpu_seconds=60,
+    memory_bytes=1024**3,
+    file_bytes=256 * 1024**2,
+    scratch_bytes=256 * 1024**2,
+    processes=64,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m apps.review.isolation")
+    parser.add_argument("command", choices=["probe", "run"])
+    parser.add_argument("--python", default="/usr/bin/python3")
+    parser.add_argument("--readonly", action="append", default=[], help="extra read-only folder")
+    parser.add_argument("--files", type=Path, help="run: the submission's files")
+    parser.add_argument("--isolation", default=BUBBLEWRAP)
+    parser.add_argument("--limits", default="{}", help="run: JSON overrides of the limits")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    program = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    probe = isolation_probe(args.python, tuple(args.readonly))
+    if args.command == "probe":
+        print(json.dumps(asdict(probe)))  # noqa: T201 - the command's output
+        return 0 if probe.isolation == BUBBLEWRAP else 1
+    if args.files is None or not program:
+        parser.error("run needs --files and the program's arguments")
+    limits = Limits(**{**DEFAULT_LIMITS.as_dict(), **json.loads(args.limits)})  # type: ignore[arg-type]
+    with input_folder() as folder:
+        shutil.copytree(args.files, folder, dirs_exist_ok=True)
+        input_folder_hand_over(folder, isolation=args.isolation)
+        outcome = run_program(
+            isolation=args.isolation,
+            bwrap=probe.bwrap,
+            input_dir=folder,
+            program=program,
+            limits=limits,
+            python=args.python,
+            readonly_paths=tuple(args.readonly),
+        )
+    body = asdict(outcome)
+    body["metrics"] = None if outcome.metrics is None else outcome.metrics.decode("utf-8", "replace")
+    print(json.dumps(body))  # noqa: T201 - the command's output
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""The bubblewrap command line of one grading.
+
+Inside, the program sees:
+- a read-only root holding `/usr` (and the merged-/usr links `/bin`, `/lib`, ...), the loader
+  cache and the time zone from `/etc`, and the operator's `readonly_paths` — nothing else of the
+  host: no `/home`, `/root`, `/var`, `/srv`, no project folder, no other grading's files;
+- its own `/proc` (PID namespace: only its own processes), a minimal `/dev` (read-only, with a
+  sized tmpfs at `/dev/shm`), no network at all (an empty network namespace), its own IPC, UTS
+  and cgroup namespaces;
+- `/sandbox`: one tmpfs of `scratch_bytes` holding `work/` (its working folder, a copy of the
+  submission's files) and `tmp/` (`/tmp` is a link to it): the only writable places;
+- the submission's files read-only at `/input`, copied into `work/` by the runner.
+
+It runs as uid/gid 1000 inside a new user namespace with no capabilities, `no_new_privs`, no
+further user namespaces (`--disable-userns`), in a new session, and dies with the worker
+(`--die-with-parent`). Its PID 1 is bubblewrap's reaper: when it ends — the program exited,
+or the worker killed bubblewrap — the kernel kills every process left in the namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from apps.review.isolation.limits import MAX_METRICS_BYTES, PYTHON_FLAGS, Limits
+
+# Inside-the-sandbox layout.
+INPUT_DIR = "/input"
+SANDBOX_ROOT = "/sandbox"
+WORK_DIR = "/sandbox/work"
+TMP_DIR = "/sandbox/tmp"
+INSIDE_UID = 1000
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Host folders that hold the interpreter and the system libraries; on merged-/usr systems the
+# ones at the root are links into /usr and are recreated as links.
+_ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# Public, harmless files that make the loader and the clock work as on the host.
+_ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
+
+# The runner: the sandbox's first process after bubblewrap's PID 1, run by /bin/sh.
+#   1. copy the submission's files into the working folder (its size is the scratch limit);
+#   2. run the program with its stdout joined to stderr (the logs); the runner's own stdout is
+#      the result channel, which the program does not inherit;
+#   3. kill every other process of the sandbox (whatever the program forked, setsid or not),
+#      so nothing can change metrics.json while it is read;
+#   4. report: the exit status, then one letter for metrics.json (F regular file followed by
+#      at most MAX_METRICS_BYTES + 1 bytes of it, L link, S special file, N none).
+# A program can tamper with its own runner (same uid): that changes only its own result,
+# which the worker validates like any metrics.json.
+RUNNER = f"""
+cp -R {INPUT_DIR}/. . || {{ echo "yoyaku: the submission's files do not fit in the sandbox" >&2; exit 125; }}
+"$@" 1>&2
+rc=$?
+kill -9 -1 2>/dev/null
+printf '%s\\n' "$rc"
+if [ -L metrics.json ]; then printf L
+elif [ -f metrics.json ]; then printf F; exec head -c {MAX_METRICS_BYTES + 1} metrics.json
+elif [ -e metrics.json ]; then printf S
+else printf N
+fi
+"""
+
+
+def bwrap_path() -> str | None:
+    """The bubblewrap binary, looked up on a fixed system PATH (never the worker's)."""
+    return shutil.which("bwrap", path=SANDBOX_PATH + ":/usr/sbin:/sbin")
+
+
+def _root_filesystem() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for folder in _ROOT_DIRS:
+        path = Path(folder)
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), folder]
+        elif path.is_dir():
+            args += ["--ro-bind", folder, folder]
+    for name in _ETC_FILES:
+        args += ["--ro-bind-try", name, name]
+    return args
+
+
+def bwrap_argv(
+    *,
+    input_dir: Path,
+    limits: Limits,
+    readonly_paths: Sequence[str] = (),
+) -> list[str]:
+    """bubblewrap's options that run a new sandbox holding a copy of `input_dir` (the command
+    is `runner_argv`'s)."""
+    args = [
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--uid",
+        str(INSIDE_UID),
+        "--gid",
+        str(INSIDE_UID),
+        "--hostname",
+        "sandbox",
+        *_root_filesystem(),
+    ]
+    for path in readonly_paths:
+        args += ["--ro-bind", path, path]
+    args += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(limits.shm_bytes),
+        "--tmpfs",
+        "/dev/shm",
+        "--ro-bind",
+        str(input_dir),
+        INPUT_DIR,
+        "--size",
+        str(limits.scratch_bytes),
+        "--tmpfs",
+        SANDBOX_ROOT,
+        "--dir",
+        WORK_DIR,
+        "--dir",
+        TMP_DIR,
+        "--symlink",
+        TMP_DIR,
+        "/tmp",
+        "--remount-ro",
+        "/dev",
+        "--remount-ro",
+        "/",
+        "--chdir",
+        WORK_DIR,
+        "--clearenv",
+    ]
+    for name, value in sandbox_env(home=WORK_DIR, tmp=TMP_DIR).items():
+        args += ["--setenv", name, value]
+    return args
+
+
+def runner_argv(*, python: str, program: Sequence[str]) -> list[str]:
+    """The sandbox's command: the runner, which runs `python -E -s *program` in the working
+    folder (see `PYTHON_FLAGS`)."""
+    return ["/bin/sh", "-c", RUNNER, "runner", python, *PYTHON_FLAGS, *program]
+
+
+def sandbox_env(*, home: str, tmp: str) -> dict[str, str]:
+    """The program's whole environment: fixed values, nothing taken from the worker's."""
+    return {
+        "PATH": SANDBOX_PATH,
+        "LANG": "C.UTF-8",
+        "HOME": home,
+        "TMPDIR": tmp,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
