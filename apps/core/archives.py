@@ -23,7 +23,7 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, Protocol
 
 MAX_HEADER_FIELD = 64 * 1024
 BLOCK = 512
@@ -34,6 +34,10 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 # Header entries that describe the next member rather than being one.
 _META_TYPES = {b"L", b"K", b"x", b"g", b"X"}
 _PLAIN_TYPES = {b"0", b"\0", b"7", b"5"}
+
+
+class _Readable(Protocol):
+    def read(self, size: int = ..., /) -> bytes: ...
 
 
 class ArchiveError(Exception):
@@ -100,14 +104,14 @@ def _checksum_ok(block: bytes) -> bool:
     return stored == unsigned
 
 
-def _read_exact(stream: IO[bytes], size: int) -> bytes:
+def _read_exact(stream: _Readable, size: int) -> bytes:
     data = stream.read(size)
     if len(data) != size:
         raise ArchiveError("The archive is truncated.", kind=INVALID)
     return data
 
 
-def _skip(stream: IO[bytes], size: int) -> None:
+def _skip(stream: _Readable, size: int) -> None:
     while size > 0:
         data = stream.read(min(size, CHUNK))
         if not data:
@@ -302,11 +306,11 @@ def check_archive(path: Path, kind: str, *, max_members: int, max_unpacked: int)
                         )
             return
         tar_prescan(path, max_members=max_members, max_unpacked=max_unpacked)
-        for _, info in _tar_members(path):
-            problem = _tar_member_problem(info)
+        for _, member in _tar_members(path):
+            problem = _tar_member_problem(member)
             if problem is not None:
                 raise ArchiveError(
-                    f"The archive contains {problem}.", kind=UNSAFE, member=info.name
+                    f"The archive contains {problem}.", kind=UNSAFE, member=member.name
                 )
     except ArchiveError:
         raise
@@ -359,16 +363,16 @@ def unpack_archive(path: Path, root: Path, *, budget: Budget, max_members: int) 
                     with archive.open(info) as source:
                         budget.copy(source, target)
             return
-        for archive, info in _tar_members(path):
-            target = member_target(root, info.name)
-            if info.isdir():
+        for tar, member in _tar_members(path):
+            target = member_target(root, member.name)
+            if member.isdir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
-            source = archive.extractfile(info)
-            if source is None:
-                raise ArchiveError(f"Archive member {info.name!r} cannot be read.", kind=INVALID)
-            with source:
-                budget.copy(source, target)
+            data = tar.extractfile(member)
+            if data is None:
+                raise ArchiveError(f"Archive member {member.name!r} cannot be read.", kind=INVALID)
+            with data:
+                budget.copy(data, target)
     except ArchiveError:
         raise
     except _READ_ERRORS as exc:

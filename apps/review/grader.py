@@ -241,8 +241,7 @@ def result_from_metrics(
     if score is None:
         return GradingResult(
             outcome="review_pending",
-            reason=(problem or "metrics.json has no numeric score")
-            + "; a reviewer must grade it.",
+            reason=(problem or "metrics.json has no numeric score") + "; a reviewer must grade it.",
             logs=logs,
             exit_code=exit_code,
             metrics=metrics,
@@ -341,9 +340,7 @@ def scratch_prepare(files: tuple[GradingFile, ...], root: Path) -> None:
         if archive_kind(file.filename) is not None:
             archives.append(target)
     for archive in archives:
-        unpack_archive(
-            archive, root, budget=budget, max_members=int(settings.MAX_ARCHIVE_MEMBERS)
-        )
+        unpack_archive(archive, root, budget=budget, max_members=int(settings.MAX_ARCHIVE_MEMBERS))
 
 
 class SandboxGrader:

@@ -10,7 +10,6 @@ from pathlib import Path
 from django.conf import settings
 
 from apps.core.archives import UNSAFE, ArchiveError, archive_kind, check_archive
-
 from apps.submissions.exceptions import (
     InvalidArchive,
     InvalidExtension,

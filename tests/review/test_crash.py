@@ -20,15 +20,15 @@ from apps.jobs.models import Job, JobStatus
 from apps.review.models import GradingAttempt, GradingOutcome
 from apps.submissions.models import Submission, SubmissionStatus
 from tests.review.factories import make_job, make_submission
+from tests.review.sandboxes import processes_with_argument
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# The sandbox lets nothing out but the logs and metrics.json: a survivor of the killed worker
+# is looked for on the host by the unique argument of the `sleep` it runs.
 SLEEPER = """
-import json, sys, time
-marker = open(sys.argv[1]).read().split("marker: ", 1)[1].strip()
-time.sleep(2.5)
-with open(marker, "a") as out:
-    out.write("graded\\n")
+import json, subprocess
+subprocess.run(["/bin/sleep", "2.5417"], check=True)
 json.dump({"score": 0.6}, open("metrics.json", "w"))
 """
 
@@ -96,13 +96,12 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_cluster_killed_mid_grade_completes_exactly_once_after_lease(
-    user: User, tmp_path: Path, start_cluster: Any
+    user: User, tmp_path: Path, start_cluster: Any, sandbox_settings: Any
 ) -> None:
     from django_q.brokers.orm import ORM
     from django_q.tasks import async_task
 
-    marker = tmp_path / "gradings.txt"
-    submission = make_submission(user, program=SLEEPER, config=f"marker: {marker}\n".encode())
+    submission = make_submission(user, program=SLEEPER)
     job = make_job(submission)
     # GRADING_TIMEOUT 4 s -> lease 5 s (renewed while the worker lives); the broker re-delivers
     # an unacknowledged task 11 s after it handed it out.
@@ -116,10 +115,10 @@ def test_cluster_killed_mid_grade_completes_exactly_once_after_lease(
 
     wait_for(graded_once_started, 40, "the first attempt to start")
     time.sleep(0.5)
-    os.killpg(first.pid, signal.SIGKILL)  # the cluster, its workers; the program by PDEATHSIG
+    assert processes_with_argument("2.5417"), "the first attempt's program is not running"
+    os.killpg(first.pid, signal.SIGKILL)  # the cluster and its workers; the sandbox dies with them
     first.wait(timeout=10)
-    time.sleep(3)  # longer than the program's sleep: a survivor would have written its line
-    assert not marker.exists(), "the killed worker's program kept running"
+    wait_for(lambda: not processes_with_argument("2.5417"), 5, "the sandbox to end")
 
     second = start_cluster("second", **timings)
     wait_for(
@@ -133,7 +132,6 @@ def test_cluster_killed_mid_grade_completes_exactly_once_after_lease(
 
     row = Submission.objects.get(pk=submission.pk)
     assert (row.status, row.score, row.attempts) == (SubmissionStatus.COMPLETED, 0.6, 2)
-    assert marker.read_text() == "graded\n"
     attempts = list(GradingAttempt.objects.filter(submission=row).order_by("number"))
     assert [(a.number, a.outcome) for a in attempts] == [
         (1, GradingOutcome.ABANDONED),

@@ -326,3 +326,112 @@ def test_missing_entrypoint_fails(user: User) -> None:
     submission.refresh_from_db()
     assert submission.status == SubmissionStatus.FAILED
     assert "Entrypoint 'main.py' not found" in submission.status_reason
+
+
+@pytest.fixture
+def grading_environment() -> Any:
+    """A separate virtualenv of the system Python holding a package the platform does not have
+    (standing for numpy & co.), made readable by the sandbox's uid."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    # Not under /tmp: inside the sandbox /tmp is the program's own (see interpreter_problem).
+    folder = Path(tempfile.mkdtemp(prefix="yoyaku-test-gradenv-", dir="/var/tmp"))
+    env = folder / "env"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(env)], check=True)
+    site = next(env.glob("lib/python3*/site-packages"))
+    (site / "gradekit").mkdir()
+    (site / "gradekit" / "__init__.py").write_text("VALUE = 0.75\n")
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755)
+    yield env
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_grading_virtualenv_bound_read_only_works(
+    user: User, settings: Any, grading_environment: Path
+) -> None:
+    settings.GRADING_PYTHON = str(grading_environment / "bin" / "python")
+    settings.GRADING_READONLY_PATHS = [str(grading_environment)]
+    program = (
+        "import json, gradekit\njson.dump({'score': gradekit.VALUE}, open('metrics.json', 'w'))\n"
+    )
+    submission, job = _grade(user, program)
+
+    assert (submission.status, submission.score) == (SubmissionStatus.COMPLETED, 0.75), job.logs
+
+
+def test_the_platforms_interpreter_is_refused(user: User, settings: Any) -> None:
+    import sys
+
+    settings.GRADING_PYTHON = sys.executable
+    submission, _ = _grade(user, GOOD)
+
+    assert submission.status == SubmissionStatus.FAILED
+    assert "platform" in submission.status_reason
+
+
+@pytest.fixture
+def no_isolation(settings: Any) -> Any:
+    """An interpreter the sandbox cannot see: bubblewrap cannot run it, as on a host without
+    bubblewrap. (Its folder is traversable: unsandboxed, the program runs as the sandbox uid.)"""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="yoyaku-test-python-"))
+    folder.chmod(0o755)
+    outside = folder / "python3"
+    outside.symlink_to("/usr/bin/python3")
+    settings.GRADING_PYTHON = str(outside)
+    yield outside
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_without_isolation_and_debug_off_nothing_is_graded(
+    user: User, settings: Any, no_isolation: None, client: Any
+) -> None:
+    submission, job = _grade(user, GOOD)
+
+    assert submission.status == SubmissionStatus.FAILED
+    assert "grades nothing without isolation" in submission.status_reason
+    assert job.logs == ""
+    body = client.get("/healthz").json()
+    assert body["status"] == "degraded"
+    assert body["grader"]["isolation"] == "none"
+    assert body["grader"]["grading"] == "refused"
+
+
+@pytest.mark.parametrize("switch", ["DEBUG", "GRADING_ALLOW_UNSANDBOXED"])
+def test_unsandboxed_grading_only_when_asked_and_loudly(
+    user: User, settings: Any, no_isolation: None, switch: str, client: Any
+) -> None:
+    setattr(settings, switch, True)
+    submission, job = _grade(user, GOOD)
+
+    assert submission.status == SubmissionStatus.COMPLETED
+    assert job.logs.startswith("[yoyaku] WARNING: graded WITHOUT isolation.")
+    grader = client.get("/healthz").json()["grader"]
+    assert grader["isolation"] == "none"
+    assert "warning" in grader
+
+
+def test_healthz_reports_isolation_and_limits(client: Any, settings: Any) -> None:
+    body = client.get("/healthz").json()
+
+    assert body["grader"]["isolation"] == "bubblewrap"
+    assert body["grader"]["limits"]["memory_bytes"] == settings.GRADING_MEMORY_LIMIT
+    assert body["grader"]["limits"]["scratch_bytes"] == settings.GRADING_SCRATCH_SIZE
+
+
+def test_a_worker_logs_an_error_at_start_when_it_cannot_isolate(
+    settings: Any, no_isolation: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    from django_q.signals import post_spawn
+
+    post_spawn.send(sender="django_q", proc_name="Worker-1")
+
+    assert any(
+        r.levelname == "ERROR" and "gradings will FAIL" in r.getMessage() for r in caplog.records
+    )

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if probe.isolation == BUBBLEWRAP else 1
     if args.files is None or not program:
         parser.error("run needs --files and the program's arguments")
-    limits = Limits(**{**DEFAULT_LIMITS.as_dict(), **json.loads(args.limits)})  # type: ignore[arg-type]
+    limits = Limits(**{**DEFAULT_LIMITS.as_dict(), **json.loads(args.limits)})
     with input_folder() as folder:
         shutil.copytree(args.files, folder, dirs_exist_ok=True)
         input_folder_hand_over(folder, isolation=args.isolation)
@@ -63,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
             readonly_paths=tuple(args.readonly),
         )
     body = asdict(outcome)
-    body["metrics"] = None if outcome.metrics is None else outcome.metrics.decode("utf-8", "replace")
+    body["metrics"] = (
+        None if outcome.metrics is None else outcome.metrics.decode("utf-8", "replace")
+    )
     print(json.dumps(body))  # noqa: T201 - the command's output
     return 0
 

@@ -24,6 +24,16 @@ _PROBE_LIMITS = Limits(
 )
 
 
+# Folders the sandbox creates for itself; an operator's read-only folder cannot live there.
+_SANDBOX_OWN = (
+    "/tmp/",  # noqa: S108 - a path inside the sandbox
+    "/sandbox/",
+    "/input/",
+    "/proc/",
+    "/dev/",
+)
+
+
 @dataclass(frozen=True)
 class Probe:
     """`isolation` is `bubblewrap` when a program ran in a sandbox here, else `none` with the
@@ -49,6 +59,11 @@ def interpreter_problem(python: str, readonly_paths: Sequence[str]) -> str | Non
     for path in readonly_paths:
         if not (os.path.isabs(path) and os.path.isdir(path)):
             return f"GRADING_READONLY_PATHS entry {path!r} is not an absolute folder path."
+        if path.rstrip("/") in ("", "/usr") or (path.rstrip("/") + "/").startswith(_SANDBOX_OWN):
+            return (
+                f"GRADING_READONLY_PATHS entry {path!r} is the root, /usr, or under a folder the "
+                "sandbox makes itself (/tmp, /sandbox, /input, /proc, /dev)."
+            )
     return None
 
 

@@ -165,9 +165,7 @@ def run_program(
             raise ValueError("isolation='bubblewrap' needs the bwrap binary's path")
         return _run_bubblewrap(
             bwrap=bwrap,
-            options=bwrap_argv(
-                input_dir=input_dir, limits=limits, readonly_paths=readonly_paths
-            ),
+            options=bwrap_argv(input_dir=input_dir, limits=limits, readonly_paths=readonly_paths),
             command=runner_argv(python=python, program=program),
             limits=limits,
             setup=setup,
@@ -276,7 +274,7 @@ def _run_bubblewrap(
             env={},  # bubblewrap becomes the sandbox's PID 1: its environ is readable inside
             cwd="/",
             pass_fds=(args_read, info_write),
-            preexec_fn=setup,  # noqa: PLW1509 - rlimits after the uid change, see _child_setup
+            preexec_fn=setup,
             **identity,  # type: ignore[call-overload]
         )
     finally:
@@ -391,14 +389,12 @@ def _run_unisolated(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=setup,  # noqa: PLW1509 - see _child_setup
+        preexec_fn=setup,
         **identity,  # type: ignore[call-overload]
     )
     logs = _Output(limits.output_bytes)
     try:
-        timed_out, exceeded = _pump(
-            process, logs=logs, result=None, limits=limits, started=started
-        )
+        timed_out, exceeded = _pump(process, logs=logs, result=None, limits=limits, started=started)
     finally:
         _end(process, group=True)
     outcome = Outcome(

@@ -34,16 +34,17 @@ def input_folder_hand_over(path: Path, *, isolation: str) -> None:
     uid = sandbox_host_uid()
     for folder, dirs, files in os.walk(path):
         for name in dirs:
-            os.chmod(os.path.join(folder, name), 0o755)  # noqa: PTH101
+            os.chmod(os.path.join(folder, name), 0o755)  # noqa: S103
         for name in files:
-            file = os.path.join(folder, name)  # noqa: PTH118
+            file = os.path.join(folder, name)
             mode = os.lstat(file).st_mode
             executable = bool(mode & stat.S_IXUSR)
-            os.chmod(file, 0o755 if executable else 0o644)  # noqa: PTH101
+            # Readable inside the 0700 folder that only the sandbox uid can enter.
+            os.chmod(file, 0o755 if executable else 0o644)
             if uid is not None and isolation == NONE:
                 os.chown(file, uid, uid)
         if uid is not None and isolation == NONE:
             os.chown(folder, uid, uid)
-    os.chmod(path, 0o700)  # noqa: PTH101
+    os.chmod(path, 0o700)
     if uid is not None:
         os.chown(path, uid, uid)

@@ -1,0 +1,558 @@
+"""A hostile program against the grading sandbox: every attack of the isolation issue, run for
+real, through the real worker path (`grade_job` in this process, a root worker) and through
+the isolation package run by an unprivileged worker uid. Each program reports what it managed
+to do on a `REPORT` line of its logs; the tests assert that list is empty and check from the
+host what a report cannot show (uids, survivors, the database, other gradings' results)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+
+from apps.jobs.models import Job
+from apps.review.tasks import grade_job
+from apps.submissions.models import Submission, SubmissionStatus
+from tests.concurrency import run_concurrently
+from tests.review.factories import make_job, make_submission
+from tests.review.sandboxes import (
+    descendants,
+    pid_namespace,
+    processes_with_argument,
+    real_effective_saved_uids,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(settings.BASE_DIR)
+UNPRIVILEGED_UID = 61234
+REPORT = """
+import json
+def report(found, **extra):
+    print("REPORT " + json.dumps({"found": found, **extra}), flush=True)
+"""
+GOOD = "open('metrics.json', 'w').write('{\"score\": 2}')\nreport([])\n"
+
+
+@pytest.fixture(autouse=True)
+def _sandbox(sandbox_settings: Any) -> None:
+    """bubblewrap with small limits (tests/review/conftest.py)."""
+
+
+@pytest.fixture
+def canary(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A secret in the worker's environment, the way SECRET_KEY and DATABASE_URL are."""
+    value = "canary-" + secrets.token_hex(16)
+    monkeypatch.setenv("YOYAKU_TEST_SECRET", value)
+    return value
+
+
+def _report(logs: str) -> dict[str, Any]:
+    for line in logs.splitlines():
+        if line.startswith("REPORT "):
+            report: dict[str, Any] = json.loads(line[len("REPORT ") :])
+            return report
+    raise AssertionError(f"the program did not report:\n{logs[-2000:]}")
+
+
+# --- Two workers: root through grade_job, an unprivileged uid through the isolation package ---
+
+Grade = Callable[..., tuple[str, str]]
+
+
+def _grade_as_root_worker(user: User, program: str, config: dict[str, Any]) -> tuple[str, str]:
+    submission = make_submission(
+        user, program=REPORT + textwrap.dedent(program), config=json.dumps(config).encode()
+    )
+    job = make_job(submission)
+    grade_job(job.pk)
+    submission.refresh_from_db()
+    job.refresh_from_db()
+    return submission.status, job.logs
+
+
+def _grade_as_unprivileged_worker(program: str, config: dict[str, Any]) -> tuple[str, str]:
+    """The same sandbox run by a worker whose uid is not root: the isolation package's own
+    command (`python -m apps.review.isolation run`), as that uid, with the system Python."""
+    files = Path(tempfile.mkdtemp(prefix="yoyaku-test-files-"))
+    try:
+        (files / "main.py").write_text(REPORT + textwrap.dedent(program))
+        (files / "config.yaml").write_text(json.dumps(config))
+        for path in [files, *files.iterdir()]:
+            path.chmod(0o755)
+        limits = {
+            "wall_seconds": float(settings.GRADING_TIMEOUT),
+            "cpu_seconds": int(settings.GRADING_TIMEOUT),
+            "memory_bytes": int(settings.GRADING_MEMORY_LIMIT),
+            "file_bytes": int(settings.GRADING_SCRATCH_SIZE),
+            "scratch_bytes": int(settings.GRADING_SCRATCH_SIZE),
+            "output_bytes": int(settings.GRADING_MAX_OUTPUT),
+        }
+        completed = subprocess.run(
+            [
+                "/usr/bin/python3",
+                "-m",
+                "apps.review.isolation",
+                "run",
+                f"--files={files}",
+                f"--limits={json.dumps(limits)}",
+                "--",
+                "main.py",
+                "config.yaml",
+            ],
+            cwd=ROOT,
+            env={"PYTHONPATH": str(ROOT), "YOYAKU_TEST_SECRET": os.environ["YOYAKU_TEST_SECRET"]},
+            user=UNPRIVILEGED_UID,
+            group=UNPRIVILEGED_UID,
+            extra_groups=[],
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
+    finally:
+        shutil.rmtree(files, ignore_errors=True)
+    outcome = json.loads(completed.stdout)
+    ok = outcome["exit_code"] == 0 and not (
+        outcome["error"] or outcome["timed_out"] or outcome["metrics_problem"]
+    )
+    return ("completed" if ok else "failed"), outcome["logs"]
+
+
+@pytest.fixture(params=["root-worker", "unprivileged-worker"])
+def grade(request: pytest.FixtureRequest, user: User, canary: str) -> Grade:
+    if request.param == "root-worker":
+        if os.geteuid() != 0:
+            pytest.skip("this process is not root")
+        return lambda program, config=None: _grade_as_root_worker(user, program, config or {})
+    if os.geteuid() != 0:
+        pytest.skip("switching to another uid needs root")
+    return lambda program, config=None: _grade_as_unprivileged_worker(program, config or {})
+
+
+def _assert_nothing(grade: Grade, program: str, config: dict[str, Any] | None = None) -> None:
+    _, logs = grade(program, config)
+    report = _report(logs)
+    assert report["found"] == [], report
+
+
+# --- Secrets, files, code and network --------------------------------------------------------
+
+
+def test_no_secret_in_any_process_environment_or_command_line(grade: Grade, canary: str) -> None:
+    program = """
+    import os
+    found, pids = [], []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            pids.append(int(pid))
+            for name in ("environ", "cmdline"):
+                try:
+                    data = open(f"/proc/{pid}/{name}", "rb").read()
+                except OSError:
+                    continue
+                if b"canary-" in data or b"SECRET_KEY" in data or b"DATABASE_URL" in data:
+                    found.append(f"{pid}/{name}")
+    found += [name for name in os.environ if "SECRET" in name or "DATABASE" in name]
+    report(found, pids=sorted(pids), environ1=open("/proc/1/environ", "rb").read().decode())
+    """
+    _, logs = grade(program)
+    report = _report(logs)
+
+    assert report["found"] == []
+    assert canary not in logs
+    assert report["environ1"] == ""  # bubblewrap, PID 1, starts with an empty environment
+    assert max(report["pids"]) < 10  # its own PID namespace: the runner, the program, PID 1
+
+
+def test_platform_files_are_invisible(grade: Grade, tmp_path: Path) -> None:
+    database = settings.DATABASES["default"]["NAME"]
+    paths = [
+        str(ROOT),
+        str(ROOT / "manage.py"),
+        str(ROOT / "config" / "settings.py"),
+        str(database),
+        str(settings.MEDIA_ROOT),
+        str(Path(sys.prefix) / "bin" / "python"),
+        "/etc/shadow",
+        "/etc/passwd",
+        "/root",
+        "/home",
+        "/var",
+        "/work",
+        str(tmp_path),
+        tempfile.gettempdir() + "/yoyaku-grade-",
+    ]
+    program = """
+    import glob, os, sys
+    found = []
+    for path in json.load(open(sys.argv[1]))["paths"]:
+        try:
+            if os.path.isdir(path):
+                os.listdir(path)
+            else:
+                open(path, "rb").read(1)
+            found.append(path)
+        except OSError:
+            pass
+    for pattern in ("/tmp/yoyaku-grade-*", "/*/*.sqlite3", "/*/*/*.sqlite3"):
+        found += glob.glob(pattern)
+    report(found)
+    """
+    _assert_nothing(grade, program, {"paths": paths})
+
+
+def test_platform_code_is_not_importable(grade: Grade) -> None:
+    program = """
+    import importlib
+    found = []
+    for name in ("django", "psycopg", "rest_framework", "django_q", "redis", "apps", "config"):
+        try:
+            importlib.import_module(name)
+            found.append(name)
+        except ImportError:
+            pass
+    report(found)
+    """
+    _assert_nothing(grade, program)
+
+
+@pytest.fixture
+def listening_port() -> Iterator[int]:
+    """A real server socket on loopback, standing for the web port."""
+    server = socket.create_server(("127.0.0.1", 0))
+    try:
+        yield server.getsockname()[1]
+    finally:
+        server.close()
+
+
+def test_no_network_at_all(grade: Grade, listening_port: int) -> None:
+    program = """
+    import socket, sys
+    found = []
+    for port in json.load(open(sys.argv[1]))["ports"]:
+        for host in ("127.0.0.1", "::1", "localhost"):
+            try:
+                socket.create_connection((host, port), timeout=1).close()
+                found.append(f"{host}:{port}")
+            except OSError:
+                pass
+    interfaces = [name for _, name in socket.if_nameindex()]
+    found += [name for name in interfaces if name != "lo"]
+    report(found, interfaces=interfaces)
+    """
+    _assert_nothing(grade, program, {"ports": [5432, 6379, 8000, listening_port]})
+
+
+# --- Privileges ------------------------------------------------------------------------------
+
+
+def test_no_privilege_inside_and_no_root_process_on_the_host(grade: Grade) -> None:
+    program = """
+    import os, time
+    found = []
+    for attempt in (lambda: os.setuid(0), lambda: os.setgid(0), lambda: os.setgroups([0]),
+                    lambda: os.chroot("/"), lambda: os.unshare(os.CLONE_NEWUSER)):
+        try:
+            attempt()
+            found.append("privileged call succeeded")
+        except (OSError, AttributeError):
+            pass
+    status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines())
+    caps = {k: status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
+    found += [k for k, v in caps.items() if int(v, 16) != 0]
+    if status["NoNewPrivs"].strip() != "1":
+        found.append("no_new_privs is off")
+    print("sleeping", flush=True)
+    time.sleep(1.5)
+    report(found, resuid=list(os.getresuid()), resgid=list(os.getresgid()))
+    """
+    seen: list[tuple[int, tuple[int, int, int] | None]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        # While the program sleeps: every host process below this worker, bubblewrap included.
+        while not stop.wait(0.1):
+            seen.extend((pid, real_effective_saved_uids(pid)) for pid in descendants(os.getpid()))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        _, logs = grade(program)
+    finally:
+        stop.set()
+        sampler.join()
+    report = _report(logs)
+
+    assert report["found"] == []
+    assert report["resuid"] == [1000, 1000, 1000]
+    assert report["resgid"] == [1000, 1000, 1000]
+    sandboxed = [uids for pid, uids in seen if uids is not None]
+    assert sandboxed, "no sandbox process was seen from the host"
+    assert all(0 not in uids for uids in sandboxed), seen
+
+
+def test_setsid_double_fork_leaves_no_survivor(grade: Grade) -> None:
+    program = """
+    import os, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv("/bin/sleep", ["sleep", "731.113"])
+        os._exit(0)
+    time.sleep(0.3)
+    open("metrics.json", "w").write('{"score": 1}')
+    report([])
+    """
+    status, logs = grade(program)
+
+    assert status == SubmissionStatus.COMPLETED, logs
+    assert processes_with_argument("731.113") == []
+
+
+def test_the_worker_cannot_be_signalled_or_traced(grade: Grade) -> None:
+    program = """
+    import ctypes, os, signal, sys
+    worker = json.load(open(sys.argv[1]))["worker"]
+    found = []
+    try:
+        os.kill(worker, 0)
+        found.append("the worker's pid is visible")
+    except ProcessLookupError:
+        pass
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.ptrace(16, worker, 0, 0) == 0:  # PTRACE_ATTACH
+        found.append("ptrace attached")
+    report(found)
+    os.kill(-1, signal.SIGKILL)  # every process it can reach
+    """
+    status, logs = grade(program, {"worker": os.getpid()})
+
+    assert _report(logs)["found"] == []
+    assert status == SubmissionStatus.FAILED  # it killed its own runner, nothing else
+    assert grade(GOOD)[0] == "completed"
+
+
+# --- Resources -------------------------------------------------------------------------------
+
+
+def test_fork_bomb_stops_at_the_task_limit(grade: Grade, settings: Any) -> None:
+    settings.GRADING_TIMEOUT = 2
+    program = """
+    import os
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            pass
+    """
+    status, logs = grade(program)
+
+    assert status == "failed", logs
+    assert descendants(os.getpid()) == []
+    assert grade(GOOD)[0] == "completed"
+
+
+def test_four_gib_allocation_fails_inside(grade: Grade) -> None:
+    program = """
+    found = []
+    try:
+        block = bytearray(4 * 1024**3)
+        found.append(f"allocated {len(block)} bytes")
+    except MemoryError:
+        pass
+    report(found)
+    """
+    _assert_nothing(grade, program)
+
+
+def test_writing_ten_gib_stops_at_the_scratch_limit(grade: Grade) -> None:
+    program = """
+    written = 0
+    chunk = b"x" * (1024 * 1024)
+    try:
+        with open("big.bin", "wb") as out:
+            while written < 10 * 1024**3:
+                out.write(chunk)
+                written += len(chunk)
+    except OSError as exc:
+        error = str(exc)
+    report([] if written < 10 * 1024**3 else ["wrote 10 GiB"], written=written, error=error)
+    """
+    _, logs = grade(program)
+    report = _report(logs)
+
+    assert report["found"] == []
+    assert report["written"] <= settings.GRADING_SCRATCH_SIZE
+    assert "No space left" in report["error"] or "File too large" in report["error"]
+
+
+def test_printing_100_mb_is_cut_and_stopped(grade: Grade) -> None:
+    program = """
+    import sys
+    for _ in range(100):
+        sys.stdout.write("p" * (1024 * 1024))
+    report(["printed 100 MB"])
+    """
+    status, logs = grade(program)
+
+    assert status == "failed"
+    assert "REPORT" not in logs
+    assert len(logs) <= settings.GRADING_MAX_OUTPUT + 200
+
+
+def test_read_only_everywhere_but_the_scratch(grade: Grade) -> None:
+    program = """
+    import os, sys
+    found = []
+    folder = os.path.dirname(os.__file__)
+    for path in (folder + "/evil.py", "/usr/bin/evil", "/evil", "/input/evil", "/dev/evil",
+                 "/etc/evil", sys.executable):
+        try:
+            open(path, "ab").close()
+            found.append(path)
+        except OSError:
+            pass
+    open("own.txt", "w").write("mine")
+    open("/tmp/own.txt", "w").write("mine")
+    report(found)
+    """
+    _assert_nothing(grade, program)
+
+
+# --- Results ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_metrics_that_is_not_a_regular_file_fails_fast(grade: Grade, kind: str) -> None:
+    program = f"""
+    import os
+    if {kind!r} == "fifo":
+        os.mkfifo("metrics.json")
+    else:
+        os.symlink("/etc/passwd", "metrics.json")
+    report([])
+    """
+    started = time.monotonic()
+    status, logs = grade(program)
+
+    assert status in ("failed", SubmissionStatus.FAILED)
+    assert time.monotonic() - started < float(settings.GRADING_TIMEOUT)
+    assert "root:" not in logs
+
+
+def test_out_of_range_and_infinite_scores_go_to_review(user: User, settings: Any) -> None:
+    settings.GRADING_SCORE_MAX = 100
+    for score in ("1e308", "Infinity", "1" + "0" * 400, "NaN"):
+        status, _ = _grade_as_root_worker(
+            user, f"open('metrics.json', 'w').write('{{\"score\": {score}}}')\nreport([])", {}
+        )
+        assert status == SubmissionStatus.REVIEW_PENDING, score
+    settings.GRADING_SCORE_MIN = 0
+    status, _ = _grade_as_root_worker(
+        user, "open('metrics.json', 'w').write('{\"score\": -3}')\nreport([])", {}
+    )
+    assert status == SubmissionStatus.REVIEW_PENDING
+
+
+@pytest.mark.slow
+def test_concurrent_gradings_cannot_see_or_forge_each_other(user: User) -> None:
+    victim_program = """
+    import time
+    time.sleep(1.5)
+    open("metrics.json", "w").write('{"score": 0.25}')
+    report([])
+    """
+    attacker_program = """
+    import glob, os, time
+    time.sleep(0.3)
+    found = []
+    for pattern in ("/tmp/yoyaku-grade-*", "/tmp/*/metrics.json", "/sandbox/*/*/metrics.json",
+                    "/input/../*/metrics.json", "/*/yoyaku-grade-*/metrics.json"):
+        for path in glob.glob(pattern):
+            try:
+                open(path, "w").write('{"score": 1e9}')
+                found.append(path)
+            except OSError:
+                pass
+    open("metrics.json", "w").write('{"score": 0.5}')
+    report(found)
+    """
+    submissions = [
+        make_submission(user, program=REPORT + textwrap.dedent(p))
+        for p in (victim_program, attacker_program)
+    ]
+    jobs = [make_job(s) for s in submissions]
+
+    run_concurrently(lambda i: grade_job(jobs[i].pk), 2)
+
+    victim, attacker = (Submission.objects.get(pk=s.pk) for s in submissions)
+    assert (victim.status, victim.score) == (SubmissionStatus.COMPLETED, 0.25)
+    assert (attacker.status, attacker.score) == (SubmissionStatus.COMPLETED, 0.5)
+    report = _report(Job.objects.get(pk=jobs[1].pk).logs)
+    assert report["found"] == []
+
+
+def test_the_database_and_other_submissions_are_untouched(user: User, other_user: User) -> None:
+    bystander = make_submission(other_user, program="x = 1\n")
+    program = """
+    import os, sqlite3, sys
+    found = []
+    try:
+        db = sqlite3.connect(json.load(open(sys.argv[1]))["database"], timeout=1)
+        db.execute("UPDATE auth_user SET is_superuser = 1, is_staff = 1")
+        db.commit()
+        found.append("wrote the database")
+    except sqlite3.Error:
+        pass
+    report(found)
+    """
+    database = str(settings.DATABASES["default"]["NAME"])
+    _, logs = _grade_as_root_worker(user, program, {"database": database})
+
+    assert _report(logs)["found"] == []
+    user.refresh_from_db()
+    assert not user.is_staff
+    assert not user.is_superuser
+    assert Submission.objects.get(pk=bystander.pk).status == bystander.status
+    assert not User.objects.filter(is_superuser=True).exists()
+    connection.close()
+
+
+def test_sandbox_pid_namespace_is_not_the_workers(user: User) -> None:
+    """Seen from the host while it runs, the program lives in a PID namespace of its own."""
+    seen: set[str | None] = set()
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.05):
+            for pid in processes_with_argument("4.2424"):
+                seen.add(pid_namespace(pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        _grade_as_root_worker(
+            user, "import subprocess\nsubprocess.run(['/bin/sleep', '4.2424'])\nreport([])", {}
+        )
+    finally:
+        stop.set()
+        sampler.join()
+    assert seen
+    assert pid_namespace(os.getpid()) not in seen
