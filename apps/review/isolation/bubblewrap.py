@@ -141,10 +141,27 @@ def bwrap_argv(
     return args
 
 
-def runner_argv(*, python: str, program: Sequence[str]) -> list[str]:
-    """The sandbox's command: the runner, which runs `python -E -s *program` in the working
-    folder (see `PYTHON_FLAGS`)."""
-    return ["/bin/sh", "-c", RUNNER, "runner", python, *PYTHON_FLAGS, *program]
+PRLIMIT = "/usr/bin/prlimit"
+
+
+def runner_argv(*, python: str, program: Sequence[str], limits: Limits) -> list[str]:
+    """The sandbox's command: the runner, which runs `python -E -s *program` (see
+    `PYTHON_FLAGS`) in the working folder under the rlimits, set (hard and soft, so they can
+    only be lowered) by util-linux's `prlimit` as it executes the interpreter.
+
+    RLIMIT_NPROC counts the tasks of the sandbox's uid in its own user namespace: the budget
+    is the sandbox's alone, whatever else the worker's uid runs on the host."""
+    rlimits = [
+        f"--cpu={max(1, limits.cpu_seconds)}",
+        f"--as={limits.memory_bytes}",
+        f"--fsize={limits.file_bytes}",
+        f"--nproc={limits.processes}",
+        f"--nofile={limits.open_files}",
+        "--core=0",
+    ]
+    return [
+        "/bin/sh", "-c", RUNNER, "runner", PRLIMIT, *rlimits, "--", python, *PYTHON_FLAGS, *program
+    ]  # fmt: skip
 
 
 def sandbox_env(*, home: str, tmp: str) -> dict[str, str]:
