@@ -61,3 +61,19 @@ def pid_namespace(pid: int) -> str | None:
         return os.readlink(f"/proc/{pid}/ns/pid")
     except OSError:
         return None
+
+
+def sandbox_processes(root: int) -> list[int]:
+    """Live host processes below `root` that belong to a sandbox: bubblewrap itself (or the
+    setpriv starting it) and everything in another PID namespace. Other children of the test
+    process (a browser, a live server) are not counted."""
+    own = pid_namespace(root)
+    found = []
+    for pid in descendants(root):
+        try:
+            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+        except OSError:
+            exe = ""
+        if exe in ("bwrap", "setpriv") or pid_namespace(pid) not in (own, None):
+            found.append(pid)
+    return found

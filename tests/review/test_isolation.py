@@ -32,10 +32,10 @@ from apps.submissions.models import Submission, SubmissionStatus
 from tests.concurrency import run_concurrently
 from tests.review.factories import make_job, make_submission
 from tests.review.sandboxes import (
-    descendants,
     pid_namespace,
     processes_with_argument,
     real_effective_saved_uids,
+    sandbox_processes,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -287,9 +287,11 @@ def test_no_privilege_inside_and_no_root_process_on_the_host(grade: Grade) -> No
     stop = threading.Event()
 
     def sample() -> None:
-        # While the program sleeps: every host process below this worker, bubblewrap included.
+        # While the program sleeps: every host process of the sandbox, bubblewrap included.
         while not stop.wait(0.1):
-            seen.extend((pid, real_effective_saved_uids(pid)) for pid in descendants(os.getpid()))
+            seen.extend(
+                (pid, real_effective_saved_uids(pid)) for pid in sandbox_processes(os.getpid())
+            )
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -365,7 +367,7 @@ def test_fork_bomb_stops_at_the_task_limit(grade: Grade, settings: Any) -> None:
     status, logs = grade(program)
 
     assert status == "failed", logs
-    assert descendants(os.getpid()) == []
+    assert sandbox_processes(os.getpid()) == []
     assert grade(GOOD)[0] == "completed"
 
 
