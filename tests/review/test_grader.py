@@ -435,3 +435,26 @@ def test_a_worker_logs_an_error_at_start_when_it_cannot_isolate(
     assert any(
         r.levelname == "ERROR" and "gradings will FAIL" in r.getMessage() for r in caplog.records
     )
+
+
+@pytest.mark.parametrize("count", [3, 200], ids=["as-descriptors", "copied-by-the-runner"])
+def test_every_file_reaches_the_working_folder(user: User, count: int) -> None:
+    """Few files are written into the sandbox by bubblewrap, many are copied by its runner."""
+    archive = zip_bytes({f"data/{i:03d}.txt": str(i).encode() for i in range(count)})
+    program = (
+        "import json, os\n"
+        "total = sum(int(open('data/' + n).read()) for n in os.listdir('data'))\n"
+        "json.dump({'score': total}, open('metrics.json', 'w'))\n"
+    )
+    submission, job = _grade(user, program, extra_files={"data.zip": archive})
+
+    assert submission.status == SubmissionStatus.COMPLETED, job.logs
+    assert submission.score == sum(range(count))
+
+
+def test_files_larger_than_the_scratch_fail_with_reason(user: User, settings: Any) -> None:
+    settings.GRADING_SCRATCH_SIZE = 64 * 1024
+    submission, _ = _grade(user, GOOD, extra_files={"blob.yaml": b"x" * 100_000})
+
+    assert submission.status == SubmissionStatus.FAILED
+    assert "do not fit in the sandbox" in submission.status_reason

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from apps.review.isolation.limits import MAX_METRICS_BYTES, PYTHON_FLAGS, Limits
@@ -40,7 +41,8 @@ _ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 
 # The runner: the sandbox's first process after bubblewrap's PID 1, run by /bin/sh.
-#   1. copy the submission's files into the working folder (its size is the scratch limit);
+#   1. copy the submission's files into the working folder when they come as a read-only
+#      folder at /input (many files; a few come as `--file` copies made by bubblewrap itself);
 #   2. run the program with its stdout joined to stderr (the logs); the runner's own stdout is
 #      the result channel, which the program does not inherit;
 #   3. kill every other process of the sandbox (whatever the program forked, setsid or not),
@@ -50,7 +52,9 @@ _ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 # A program can tamper with its own runner (same uid): that changes only its own result,
 # which the worker validates like any metrics.json.
 RUNNER = f"""
-cp -R {INPUT_DIR}/. . || {{ echo "yoyaku: the files do not fit in the sandbox" >&2; exit 125; }}
+if [ -d {INPUT_DIR} ]; then
+  cp -R {INPUT_DIR}/. . || {{ echo "yoyaku: the files do not fit in the sandbox" >&2; exit 125; }}
+fi
 "$@" 1>&2
 rc=$?
 kill -9 -1 2>/dev/null
@@ -81,14 +85,27 @@ def _root_filesystem() -> list[str]:
     return args
 
 
+@dataclass(frozen=True)
+class InputFile:
+    """A file bubblewrap copies into the working folder from an open descriptor."""
+
+    fd: int
+    path: str  # relative to the working folder
+    executable: bool = False
+
+
 def bwrap_argv(
     *,
     input_dir: Path,
     limits: Limits,
     readonly_paths: Sequence[str] = (),
+    files: Sequence[InputFile] | None = None,
+    folders: Sequence[str] = (),
 ) -> list[str]:
-    """bubblewrap's options that run a new sandbox holding a copy of `input_dir` (the command
-    is `runner_argv`'s)."""
+    """bubblewrap's options that run a new sandbox holding a copy of the submission's files
+    (the command is `runner_argv`'s): with `files`, bubblewrap writes them (and `folders`)
+    into the working folder itself; without, `input_dir` is mounted read-only at /input and
+    the runner copies it."""
     args = [
         "--unshare-all",
         "--unshare-user",
@@ -114,9 +131,7 @@ def bwrap_argv(
         str(limits.shm_bytes),
         "--tmpfs",
         "/dev/shm",  # noqa: S108 - the sandbox's own tmpfs
-        "--ro-bind",
-        str(input_dir),
-        INPUT_DIR,
+        *(["--ro-bind", str(input_dir), INPUT_DIR] if files is None else []),
         "--size",
         str(limits.scratch_bytes),
         "--tmpfs",
@@ -128,6 +143,13 @@ def bwrap_argv(
         "--symlink",
         TMP_DIR,
         "/tmp",  # noqa: S108 - a link into the sandbox's own tmpfs
+    ]
+    for folder in folders:
+        args += ["--dir", f"{WORK_DIR}/{folder}"]
+    for file in files or ():
+        args += ["--perms", "0755" if file.executable else "0644"]
+        args += ["--file", str(file.fd), f"{WORK_DIR}/{file.path}"]
+    args += [
         "--remount-ro",
         "/dev",
         "--remount-ro",

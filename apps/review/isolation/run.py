@@ -16,11 +16,11 @@ import signal
 import stat
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from apps.review.isolation.bubblewrap import bwrap_argv, runner_argv, sandbox_env
+from apps.review.isolation.bubblewrap import InputFile, bwrap_argv, runner_argv, sandbox_env
 from apps.review.isolation.limits import (
     MAX_METRICS_BYTES,
     OUTPUT_KILL_FACTOR,
@@ -169,13 +169,29 @@ def run_program(
                 "--",
                 bwrap,
             ]
-        return _run_bubblewrap(
-            launcher=launcher,
-            options=bwrap_argv(input_dir=input_dir, limits=limits, readonly_paths=readonly_paths),
-            command=runner_argv(python=python, program=program, limits=limits),
-            limits=limits,
-            started=started,
-        )
+        with _input_files(input_dir) as (files, folders, size):
+            if size > limits.scratch_bytes:
+                return Outcome(
+                    exit_code=COPY_FAILED,
+                    timed_out=False,
+                    logs="",
+                    wall_seconds=0.0,
+                    error="The submission's files do not fit in the sandbox's scratch space.",
+                )
+            return _run_bubblewrap(
+                launcher=launcher,
+                options=bwrap_argv(
+                    input_dir=input_dir,
+                    limits=limits,
+                    readonly_paths=readonly_paths,
+                    files=files,
+                    folders=folders,
+                ),
+                command=runner_argv(python=python, program=program, limits=limits),
+                limits=limits,
+                started=started,
+                extra_fds=tuple(f.fd for f in files or ()),
+            )
     if isolation == NONE:
         # A non-root worker shares its uid with the program: the budget comes on top of what
         # that uid already runs.
@@ -196,6 +212,41 @@ def run_program(
             started=started,
         )
     raise ValueError(f"unknown isolation {isolation!r}")
+
+
+# Up to this many files are handed to bubblewrap as open descriptors and written into the
+# sandbox by bubblewrap itself; more are copied by the runner from a read-only mount.
+MAX_FILES_AS_DESCRIPTORS = 64
+
+
+@contextlib.contextmanager
+def _input_files(
+    root: Path,
+) -> Iterator[tuple[list[InputFile] | None, list[str], int]]:
+    """(files as open descriptors or None, their folders, total bytes) of a prepared input
+    folder. Nothing in it is a link (the worker wrote it); descriptors are closed on exit."""
+    files: list[tuple[Path, bool]] = []
+    folders: list[str] = []
+    size = 0
+    for folder, dirs, names in os.walk(root):
+        base = Path(folder)
+        folders += [str((base / d).relative_to(root)) for d in sorted(dirs)]
+        for name in names:
+            status = os.lstat(base / name)
+            size += status.st_size
+            files.append((base / name, bool(status.st_mode & stat.S_IXUSR)))
+    if len(files) > MAX_FILES_AS_DESCRIPTORS:
+        yield None, [], size
+        return
+    opened: list[InputFile] = []
+    try:
+        for path, executable in files:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            opened.append(InputFile(fd, str(path.relative_to(root)), executable))
+        yield opened, folders, size
+    finally:
+        for file in opened:
+            os.close(file.fd)
 
 
 def _pump(
@@ -264,6 +315,7 @@ def _run_bubblewrap(
     command: list[str],
     limits: Limits,
     started: float,
+    extra_fds: tuple[int, ...] = (),
 ) -> Outcome:
     # The options go through a pipe (`--args FD`): the sandbox's PID 1 is bubblewrap, and its
     # command line, readable inside, then shows no host path. `--info-fd` tells the host pid
@@ -285,7 +337,7 @@ def _run_bubblewrap(
             stderr=subprocess.PIPE,
             env={},  # bubblewrap becomes the sandbox's PID 1: its environ is readable inside
             cwd="/",
-            pass_fds=(args_read, info_write),
+            pass_fds=(args_read, info_write, *extra_fds),
         )
     finally:
         os.close(args_read)
