@@ -7,6 +7,7 @@ of that name. Numbers accept fractions so tests and demos can shrink time.
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_q",
+    "axes",
     "apps.core",
     "apps.submissions",
     "apps.quotas",
@@ -97,6 +99,8 @@ MIDDLEWARE = [
     "apps.schedule.middleware.HeaderBookingMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into `login_lockout_response`.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -158,6 +162,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# django-axes first: it refuses a locked-out (username, IP) pair before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/submit/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -166,6 +175,19 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")
 USE_I18N = True
 USE_TZ = True
+
+# --- Login rate limit (django-axes) ---------------------------------------------------------
+# Every login form (admin, /accounts/login/) goes through `authenticate()`, where axes counts
+# failures per (username, client IP): AXES_FAILURE_LIMIT failures lock that pair out for
+# AXES_COOLOFF_MINUTES (restarted by each attempt made while locked), even with the right
+# password. The client IP is REMOTE_ADDR (see docs/decisions.md for deployments behind a proxy).
+AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
+AXES_FAILURE_LIMIT = int(env_number("AXES_FAILURE_LIMIT", 5))
+AXES_COOLOFF_TIME = dt.timedelta(minutes=float(env_number("AXES_COOLOFF_MINUTES", 15)))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "apps.core.lockout.login_lockout_response"
+AXES_VERBOSE = False
 
 # --- Static and media -------------------------------------------------------------------------
 STATIC_URL = "/static/"
