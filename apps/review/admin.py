@@ -19,7 +19,7 @@ from apps.review.models import (
 from apps.review.services import review_claim_expire, submission_regrade
 
 
-@admin.action(description="Regrade: back to pending with a new job")
+@admin.action(description="Regrade: back to pending with a new job", permissions=("change",))
 def regrade_submissions(
     modeladmin: admin.ModelAdmin[Any], request: HttpRequest, queryset: QuerySet[Any]
 ) -> None:
@@ -35,7 +35,7 @@ def regrade_submissions(
         modeladmin.message_user(request, f"{done} submission(s) sent back to grading.")
 
 
-@admin.action(description="Expire the review claim now")
+@admin.action(description="Expire the review claim now", permissions=("change",))
 def expire_claims(
     modeladmin: admin.ModelAdmin[Any],
     request: HttpRequest,
