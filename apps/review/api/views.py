@@ -19,7 +19,8 @@ from apps.review.exceptions import NotReviewer
 
 _ID = OpenApiParameter("submission_id", str, OpenApiParameter.PATH, description="Submission id.")
 _CLAIMED = "`already_claimed` (another reviewer holds a live claim; the body has `claimed_by` "
-_CLAIMED += "and `claim_expires_at`) or `invalid_transition` (not awaiting review)."
+_CLAIMED += "and `claim_expires_at`), `own_submission` (you own it) or `invalid_transition` "
+_CLAIMED += "(not awaiting review)."
 
 
 _HEX_ID = re.compile(r"[0-9a-f]{32}")
@@ -103,7 +104,8 @@ class ReviewClaimExtendApi(APIView):
                 403,
                 404,
                 409,
-                _409="`not_claim_holder` (no live claim of yours) or `invalid_transition`.",
+                _409="`not_claim_holder` (no live claim of yours), `own_submission` or "
+                "`invalid_transition`.",
             ),
         },
         operation_id="review_claim_extend",
@@ -144,7 +146,8 @@ class ReviewCompleteApi(APIView):
                 404,
                 409,
                 415,
-                _409="`not_claim_holder` (no live claim of yours) or `invalid_transition` "
+                _409="`not_claim_holder` (no live claim of yours), `own_submission` (you own "
+                "it) or `invalid_transition` "
                 "(not awaiting review, e.g. already finished).",
             ),
         },
@@ -181,7 +184,8 @@ class SubmissionRegradeApi(APIView):
                 403,
                 404,
                 409,
-                _409="`invalid_transition` (not completed/failed) or `submission_in_flight`.",
+                _409="`invalid_transition` (not completed/failed), `own_submission` (your own: "
+                "only the admin may override) or `submission_in_flight`.",
             ),
         },
         operation_id="review_regrade",
