@@ -35,8 +35,12 @@ OVERRIDABLE = [
 ]
 
 
+# Set inside this test process by other tests (the browser fixtures); never in production.
+TEST_ONLY = ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+
+
 def _environment(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in OVERRIDABLE}
+    env = {k: v for k, v in os.environ.items() if k not in OVERRIDABLE + TEST_ONLY}
     env["DJANGO_SETTINGS_MODULE"] = "config.settings"
     env.update(extra)
     return env
