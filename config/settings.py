@@ -314,6 +314,8 @@ GRADING_MAX_UNPACKED_SIZE = int(env_number("GRADING_MAX_UNPACKED_SIZE", 10737418
 # new interpreters for each; false spawns every program (see apps/review/sandbox_zygote.py).
 GRADING_ZYGOTE = env.bool("GRADING_ZYGOTE", default=True)
 REVIEW_CLAIM_TTL = env_number("REVIEW_CLAIM_TTL", 900)
+# Off: the leaderboard API and page need authentication like everything else (SPEC §10).
+LEADERBOARD_PUBLIC = env.bool("LEADERBOARD_PUBLIC", default=True)
 
 # --- Schedule (SPEC §6) -----------------------------------------------------------------------
 BOOKING_PLAN_WATCH_INTERVAL = env_number("BOOKING_PLAN_WATCH_INTERVAL", 10000)  # ms

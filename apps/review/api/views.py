@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import AllowAny, BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -203,14 +204,20 @@ class SubmissionRegradeApi(APIView):
 
 
 class LeaderboardApi(APIView):
-    """Public: best completed score per user, ranked (ties: earlier completion first)."""
+    """Best completed score per user, ranked (ties: earlier completion first). Public while
+    `LEADERBOARD_PUBLIC` is on (the default); otherwise authenticated like every endpoint."""
 
-    permission_classes = [AllowAny]
+    def get_permissions(self) -> list[BasePermission]:
+        if settings.LEADERBOARD_PUBLIC:
+            return [AllowAny()]
+        return [IsAuthenticated()]
 
     @extend_schema(
         parameters=[s.LeaderboardQuerySerializer],
         responses={200: s.LeaderboardRowSerializer(many=True), **error_responses(400)},
         operation_id="leaderboard",
+        description="Public while LEADERBOARD_PUBLIC is on (the default); when it is off, 401 "
+        "without authentication.",
     )
     def get(self, request: Request) -> Response:
         query = _validated(s.LeaderboardQuerySerializer, request.query_params)
