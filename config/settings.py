@@ -294,6 +294,8 @@ QUOTA_RESERVATION_TTL = env_number("QUOTA_RESERVATION_TTL", 300)
 QUOTA_RESERVATION_MAX_TTL = env_number("QUOTA_RESERVATION_MAX_TTL", 3600)
 IDEMPOTENCY_KEY_TTL_HOURS = env_number("IDEMPOTENCY_KEY_TTL_HOURS", 24)
 IDEMPOTENCY_LOCK_TIMEOUT = env_number("IDEMPOTENCY_LOCK_TIMEOUT", 60)
+# Bytes of submission files (drafts and sealed) a user may keep; a QuotaPolicy row overrides.
+QUOTA_MAX_STORAGE_BYTES = int(env_number("QUOTA_MAX_STORAGE_BYTES", 10 * 1024**3))
 
 # --- Submissions (SPEC §4) --------------------------------------------------------------------
 MAX_UPLOAD_FILE_SIZE = int(env_number("MAX_UPLOAD_FILE_SIZE", 104857600))
@@ -301,6 +303,8 @@ ALLOWED_UPLOAD_EXTENSIONS = env.list(
     "ALLOWED_UPLOAD_EXTENSIONS", default=[".py", ".yaml", ".zip", ".tar.gz"]
 )
 MAX_FILES_PER_SUBMISSION = int(env_number("MAX_FILES_PER_SUBMISSION", 100))
+# Bytes of files one POST /api/submissions/ (bulk mode) may carry: larger sets go file by file.
+MAX_SUBMISSION_REQUEST_SIZE = int(env_number("MAX_SUBMISSION_REQUEST_SIZE", 1024**3))
 SUBMISSION_DRAFT_TTL_DAYS = env_number("SUBMISSION_DRAFT_TTL_DAYS", 7)
 
 # --- Grading and review (SPEC §5) -------------------------------------------------------------

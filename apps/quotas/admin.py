@@ -22,6 +22,7 @@ class QuotaPolicyAdmin(admin.ModelAdmin[QuotaPolicy]):
         "effective_concurrent_limit",
         "max_jobs_per_day",
         "monthly_cost_limit",
+        "max_storage_bytes",
         "updated_at",
     )
     list_filter = ("updated_at",)
