@@ -187,3 +187,18 @@ def test_racing_file_uploads_never_pass_the_storage_limit(
     assert _codes(results) == {"201": 3, "storage_quota_exceeded": 5}
     assert _stored_bytes(user) == 1000
     assert len(stored_names()) == 4
+
+
+def test_session_uploads_of_the_web_page_are_bounded_too(
+    user: User, settings: Any, stored_names: StoredNames
+) -> None:
+    """Session authentication parses the body during its CSRF check, before DRF has decided
+    the user: the storage bound must still apply (and never recurse into authentication)."""
+    settings.QUOTA_MAX_STORAGE_BYTES = 1000
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(user)
+    client.get("/submit/")
+    csrf = {"X-CSRFToken": client.cookies["csrftoken"].value}
+    assert create_submission(client, [("main.py", b"a" * 600)], headers=csrf).status_code == 201
+    _assert_storage_refused(create_submission(client, [("main.py", b"b" * 600)], headers=csrf))
+    assert len(stored_names()) == 1
