@@ -7,6 +7,7 @@ of that name. Numbers accept fractions so tests and demos can shrink time.
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,18 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[:
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SESSION_COOKIE_SECURE = SECURE_SSL_REDIRECT
-CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT
+# With DEBUG off the session and CSRF cookies are sent over HTTPS only; a plain-HTTP deployment
+# (behind a TLS-terminating proxy that talks HTTP to us) or a loopback test sets them off.
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
+# HSTS is a promise to browsers that outlives the deployment: off unless the operator sets it.
+SECURE_HSTS_SECONDS = int(env_number("SECURE_HSTS_SECONDS", 0))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+# Silenced on purpose (docs/decisions.md): whether every subdomain serves HTTPS, and whether to
+# put the domain on the browsers' preload list, are the domain owner's decisions, not this
+# application's; both are settable above.
+SILENCED_SYSTEM_CHECKS = ["security.W005", "security.W021"]
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
@@ -78,6 +89,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_q",
+    "axes",
     "apps.core",
     "apps.submissions",
     "apps.quotas",
@@ -97,6 +109,8 @@ MIDDLEWARE = [
     "apps.schedule.middleware.HeaderBookingMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into `login_lockout_response`.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -158,6 +172,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# django-axes first: it refuses a locked-out (username, IP) pair before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/submit/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -166,6 +185,19 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")
 USE_I18N = True
 USE_TZ = True
+
+# --- Login rate limit (django-axes) ---------------------------------------------------------
+# Every login form (admin, /accounts/login/) goes through `authenticate()`, where axes counts
+# failures per (username, client IP): AXES_FAILURE_LIMIT failures lock that pair out for
+# AXES_COOLOFF_MINUTES (restarted by each attempt made while locked), even with the right
+# password. The client IP is REMOTE_ADDR (see docs/decisions.md for deployments behind a proxy).
+AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
+AXES_FAILURE_LIMIT = int(env_number("AXES_FAILURE_LIMIT", 5))
+AXES_COOLOFF_TIME = dt.timedelta(minutes=float(env_number("AXES_COOLOFF_MINUTES", 15)))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "apps.core.lockout.login_lockout_response"
+AXES_VERBOSE = False
 
 # --- Static and media -------------------------------------------------------------------------
 STATIC_URL = "/static/"
@@ -262,6 +294,8 @@ QUOTA_RESERVATION_TTL = env_number("QUOTA_RESERVATION_TTL", 300)
 QUOTA_RESERVATION_MAX_TTL = env_number("QUOTA_RESERVATION_MAX_TTL", 3600)
 IDEMPOTENCY_KEY_TTL_HOURS = env_number("IDEMPOTENCY_KEY_TTL_HOURS", 24)
 IDEMPOTENCY_LOCK_TIMEOUT = env_number("IDEMPOTENCY_LOCK_TIMEOUT", 60)
+# Bytes of submission files (drafts and sealed) a user may keep; a QuotaPolicy row overrides.
+QUOTA_MAX_STORAGE_BYTES = int(env_number("QUOTA_MAX_STORAGE_BYTES", 10 * 1024**3))
 
 # --- Submissions (SPEC §4) --------------------------------------------------------------------
 MAX_UPLOAD_FILE_SIZE = int(env_number("MAX_UPLOAD_FILE_SIZE", 104857600))
@@ -269,6 +303,8 @@ ALLOWED_UPLOAD_EXTENSIONS = env.list(
     "ALLOWED_UPLOAD_EXTENSIONS", default=[".py", ".yaml", ".zip", ".tar.gz"]
 )
 MAX_FILES_PER_SUBMISSION = int(env_number("MAX_FILES_PER_SUBMISSION", 100))
+# Bytes of files one POST /api/submissions/ (bulk mode) may carry: larger sets go file by file.
+MAX_SUBMISSION_REQUEST_SIZE = int(env_number("MAX_SUBMISSION_REQUEST_SIZE", 1024**3))
 SUBMISSION_DRAFT_TTL_DAYS = env_number("SUBMISSION_DRAFT_TTL_DAYS", 7)
 
 # --- Grading and review (SPEC §5) -------------------------------------------------------------
@@ -294,6 +330,8 @@ _score_max = env.str("GRADING_SCORE_MAX", default="")
 GRADING_SCORE_MIN: float | None = float(_score_min) if _score_min else None
 GRADING_SCORE_MAX: float | None = float(_score_max) if _score_max else None
 REVIEW_CLAIM_TTL = env_number("REVIEW_CLAIM_TTL", 900)
+# Off: the leaderboard API and page need authentication like everything else (SPEC §10).
+LEADERBOARD_PUBLIC = env.bool("LEADERBOARD_PUBLIC", default=True)
 
 # --- Schedule (SPEC §6) -----------------------------------------------------------------------
 BOOKING_PLAN_WATCH_INTERVAL = env_number("BOOKING_PLAN_WATCH_INTERVAL", 10000)  # ms

@@ -7,6 +7,9 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
 os.environ.setdefault(
     "SCHEDULE_WEBHOOK_SECRET", "whsec_dGVzdC1vbmx5LXlveWFrdS13ZWJob29rLXNlY3JldA=="
 )
+# The suite's live servers speak plain HTTP on loopback (SPEC §10: loopback tests set these off).
+os.environ.setdefault("SESSION_COOKIE_SECURE", "false")
+os.environ.setdefault("CSRF_COOKIE_SECURE", "false")
 
 from config.settings import *  # noqa: F403
 

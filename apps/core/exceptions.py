@@ -70,3 +70,14 @@ class InvalidTransition(DomainError):
     code = "invalid_transition"
     http_status = HTTPStatus.CONFLICT
     default_message = "This state change is not allowed."
+
+
+class DemoAccountsDisabled(DomainError):
+    """Demo accounts (known passwords, a superuser) exist only for development (`DEBUG` on)."""
+
+    code = "demo_accounts_disabled"
+    http_status = HTTPStatus.CONFLICT
+    default_message = (
+        "Demo accounts are created only with DEBUG on: they have a published password and one "
+        "of them is a superuser. In production run `manage.py bootstrap --no-accounts`."
+    )

@@ -7,6 +7,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.mixins import LoginRequiredMixin, PermissionRequiredMixin
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.views.generic import TemplateView
 
 
@@ -29,8 +31,15 @@ class JobDetailPage(LoginRequiredMixin, TemplateView):
     template_name = "pages/job_detail.html"
 
 
-class LeaderboardPage(TemplateView):
+class LeaderboardPage(LoginRequiredMixin, TemplateView):
+    """Public while `LEADERBOARD_PUBLIC` is on; otherwise a login is required, as elsewhere."""
+
     template_name = "pages/leaderboard.html"
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if settings.LEADERBOARD_PUBLIC:
+            return TemplateView.dispatch(self, request, *args, **kwargs)
+        return super().dispatch(request, *args, **kwargs)
 
 
 class ReviewPage(PermissionRequiredMixin, TemplateView):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser, Permission
 from django.db import transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from apps.core.exceptions import DemoAccountsDisabled
 from apps.core.models import Heartbeat
 
 User = get_user_model()
@@ -36,12 +38,21 @@ def _account_ensure(
     return user, token.key
 
 
+def demo_accounts_assert_allowed() -> None:
+    """Raise DemoAccountsDisabled unless `DEBUG` is on (SPEC §10: demo accounts only then)."""
+    if not settings.DEBUG:
+        raise DemoAccountsDisabled()
+
+
 def demo_accounts_ensure(*, password: str) -> list[Account]:
     """Create (once) a demo user, a demo reviewer and an admin, each with an API token.
 
-    Idempotent: existing users keep their passwords and tokens; their current tokens are
-    returned. The reviewer gets `review.can_review` when the review app defines it.
+    Only with `DEBUG` on (DemoAccountsDisabled otherwise, creating nothing): the accounts have
+    a published password and `admin` is a superuser. Idempotent: existing users keep their
+    passwords and tokens; their current tokens are returned. The reviewer gets
+    `review.can_review` when the review app defines it.
     """
+    demo_accounts_assert_allowed()
     accounts: list[Account] = []
     with transaction.atomic():
         _, token = _account_ensure(username="demo", password=password)

@@ -35,7 +35,9 @@ class JobAdmin(admin.ModelAdmin[Job]):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    @admin.action(description="Cancel the selected jobs (frees their slots)")
+    @admin.action(
+        description="Cancel the selected jobs (frees their slots)", permissions=("change",)
+    )
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         cancelled = 0
         for job_id in queryset.values_list("id", flat=True):

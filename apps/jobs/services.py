@@ -17,6 +17,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import math
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,7 +105,29 @@ def idempotency_key_resolve(*, body_key: str | None, header_key: str | None) -> 
         return None
     if not 1 <= len(key) <= MAX_KEY_LENGTH or any(not "!" <= ch <= "~" for ch in key):
         raise InvalidIdempotencyKey()
+    if "," in key:
+        # HTTP servers join repeated header lines with commas: `k1,k2` is two keys, never one.
+        raise InvalidIdempotencyKey(
+            "An idempotency key cannot contain a comma (two Idempotency-Key header lines are "
+            "joined by a comma): send exactly one key."
+        )
     return key
+
+
+def idempotency_retry_after(*, locked_at: dt.datetime | None, now: dt.datetime) -> int:
+    """Seconds a client should wait before retrying a key that another request holds.
+
+    The holder usually finishes within a second or two, so the hint is a short poll
+    (IDEMPOTENCY_LOCK_TIMEOUT / 30, at least 1 s: 2 s by default), never later than the moment
+    the claim could be taken over (`locked_at` + IDEMPOTENCY_LOCK_TIMEOUT), when a retry is
+    sure to get an answer.
+    """
+    timeout = float(settings.IDEMPOTENCY_LOCK_TIMEOUT)
+    poll = max(1, math.ceil(timeout / 30))
+    if locked_at is None:
+        return poll
+    remaining = math.ceil((locked_at + dt.timedelta(seconds=timeout) - now).total_seconds())
+    return max(1, min(poll, remaining))
 
 
 def idempotency_fingerprint(
@@ -154,14 +177,19 @@ def _claim_or_replay(
         return IdempotencyClaim(replay=row.job)
     lock_timeout = dt.timedelta(seconds=float(settings.IDEMPOTENCY_LOCK_TIMEOUT))
     if row.locked_at is not None and row.locked_at > now - lock_timeout:
-        raise IdempotencyRequestInProgress()
+        raise IdempotencyRequestInProgress(
+            retry_after=idempotency_retry_after(locked_at=row.locked_at, now=now)
+        )
     # The claim's request died (or overran the lock timeout): take it over. Compare-and-set on
     # the old token, so of two requests taking over one dead claim only one succeeds.
     taken = IdempotencyKey.objects.filter(
         pk=row.pk, lock_token=row.lock_token, job__isnull=True
     ).update(lock_token=token, locked_at=now, expires_at=expires)
     if taken != 1:
-        raise IdempotencyRequestInProgress()
+        # Another request took it over a moment ago: its claim is fresh.
+        raise IdempotencyRequestInProgress(
+            retry_after=idempotency_retry_after(locked_at=now, now=now)
+        )
     logger.warning("idempotency key %s of user %s: stale claim taken over", row.pk, row.user_id)
     return IdempotencyClaim(key_id=row.pk, token=token)
 
@@ -243,7 +271,9 @@ def _idempotency_claim_locked(
                     expires_at=expires,
                 )
         except IntegrityError as exc:
-            raise IdempotencyRequestInProgress() from exc
+            raise IdempotencyRequestInProgress(
+                retry_after=idempotency_retry_after(locked_at=now, now=now)
+            ) from exc
         return IdempotencyClaim(key_id=int(created.pk), token=token)
 
 
@@ -267,7 +297,8 @@ def idempotency_bind(*, claim: IdempotencyClaim, job: Job, ttl_hours: float) -> 
     if bound != 1:
         raise IdempotencyRequestInProgress(
             "This request took too long and another request with the same idempotency key "
-            "took over; retry to get its result."
+            "took over; retry to get its result.",
+            retry_after=idempotency_retry_after(locked_at=None, now=expires),
         )
 
 

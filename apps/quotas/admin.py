@@ -22,6 +22,7 @@ class QuotaPolicyAdmin(admin.ModelAdmin[QuotaPolicy]):
         "effective_concurrent_limit",
         "max_jobs_per_day",
         "monthly_cost_limit",
+        "max_storage_bytes",
         "updated_at",
     )
     list_filter = ("updated_at",)
@@ -77,7 +78,10 @@ class ReservationAdmin(admin.ModelAdmin[Reservation]):
     def state(self, reservation: Reservation) -> str:
         return str(reservation.state_at(timezone.now()))
 
-    @admin.action(description="Release the selected reservations (frees their slots)")
+    @admin.action(
+        description="Release the selected reservations (frees their slots)",
+        permissions=("change",),
+    )
     def release_reservations(self, request: HttpRequest, queryset: QuerySet[Reservation]) -> None:
         released = 0
         for reservation_id in queryset.values_list("id", flat=True):

@@ -31,3 +31,11 @@ class ReservationNotActive(DomainError):
     code = "reservation_not_active"
     http_status = HTTPStatus.CONFLICT
     default_message = "The reservation is not active."
+
+
+class StorageQuotaExceeded(DomainError):
+    """The user's stored submission bytes would pass their storage limit (SPEC §10)."""
+
+    code = "storage_quota_exceeded"
+    http_status = HTTPStatus.TOO_MANY_REQUESTS
+    default_message = "Storage quota exceeded."

@@ -23,6 +23,8 @@ class QuotaPolicy(models.Model):
     max_concurrent_jobs = models.PositiveIntegerField(null=True, blank=True)
     max_jobs_per_day = models.PositiveIntegerField(null=True, blank=True)
     monthly_cost_limit = models.FloatField(null=True, blank=True)
+    # Bytes of submission files (drafts and sealed) the user may keep (SPEC §10).
+    max_storage_bytes = models.PositiveBigIntegerField(null=True, blank=True)
     # Extra concurrent slots granted for a period (schedule topic `quota.boost`); added to the
     # effective concurrent-job limit.
     concurrent_boost = models.IntegerField(default=0)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from apps.core.selectors import owned_get
 from apps.jobs.models import ACTIVE_JOB_STATUSES, Job
 from apps.quotas.models import QuotaPolicy, Reservation, ReservationState
+from apps.submissions.selectors import submission_storage_bytes
 
 ROLLING_WINDOW = dt.timedelta(hours=24)
 WARNING_RATIO = 0.8
@@ -25,6 +26,7 @@ class QuotaLimits:
     max_concurrent_jobs: int
     max_jobs_per_day: int
     monthly_cost_limit: float | None
+    max_storage_bytes: int
 
 
 @dataclass(frozen=True)
@@ -59,10 +61,14 @@ def quota_limits(*, policy: QuotaPolicy) -> QuotaLimits:
     cost = policy.monthly_cost_limit
     if cost is None and settings.QUOTA_MONTHLY_COST_LIMIT is not None:
         cost = float(settings.QUOTA_MONTHLY_COST_LIMIT)
+    storage = policy.max_storage_bytes
+    if storage is None:
+        storage = int(settings.QUOTA_MAX_STORAGE_BYTES)
     return QuotaLimits(
         max_concurrent_jobs=max(0, base + policy.concurrent_boost),
         max_jobs_per_day=per_day,
         monthly_cost_limit=cost,
+        max_storage_bytes=storage,
     )
 
 
@@ -71,6 +77,25 @@ def quota_policy_get(*, user: AbstractBaseUser | AnonymousUser) -> QuotaPolicy:
     user_id = user_pk(user)
     policy = QuotaPolicy.objects.filter(user_id=user_id).first()
     return policy if policy is not None else QuotaPolicy(user_id=user_id)
+
+
+@dataclass(frozen=True)
+class StorageStatus:
+    used: int
+    limit: int
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.limit - self.used)
+
+
+def storage_status(*, user: AbstractBaseUser | AnonymousUser) -> StorageStatus:
+    """Bytes the user stores now (files of all their submissions, drafts and sealed) and their
+    limit. No lock: for fast refusals and display; `storage_admit` decides under the lock."""
+    limits = quota_limits(policy=quota_policy_get(user=user))
+    return StorageStatus(
+        used=submission_storage_bytes(user_id=user_pk(user)), limit=limits.max_storage_bytes
+    )
 
 
 def month_start(now: dt.datetime) -> dt.datetime:
@@ -229,6 +254,8 @@ class QuotaStatus:
     jobs_last_24h: int
     monthly_cost_limit: float | None
     cost_this_month: float
+    storage_bytes: int
+    max_storage_bytes: int
     warnings: list[str]
 
 
@@ -248,6 +275,8 @@ def quota_status(
         jobs_last_24h=usage.jobs_last_24h,
         monthly_cost_limit=limits.monthly_cost_limit,
         cost_this_month=usage.cost_this_month,
+        storage_bytes=submission_storage_bytes(user_id=user_pk(user)),
+        max_storage_bytes=limits.max_storage_bytes,
         warnings=quota_warnings(
             limits=limits,
             concurrent=usage.concurrent,

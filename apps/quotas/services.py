@@ -23,6 +23,7 @@ from apps.quotas.exceptions import (
     QuotaExceeded,
     RateLimited,
     ReservationNotActive,
+    StorageQuotaExceeded,
 )
 from apps.quotas.models import QuotaPolicy, Reservation, ReservationState
 from apps.quotas.selectors import (
@@ -35,6 +36,7 @@ from apps.quotas.selectors import (
     reservation_active_q,
     reservation_get,
 )
+from apps.submissions.selectors import submission_storage_bytes
 
 
 def quota_policy_lock(*, user: AbstractBaseUser) -> QuotaPolicy:
@@ -238,3 +240,27 @@ def reservation_consume(*, reservation: Reservation, job_id: str, now: dt.dateti
         raise ReservationNotActive(f"Reservation {reservation.pk} is no longer active.")
     reservation.consumed_at = now
     reservation.job_id = job_id
+
+
+def storage_quota_error(*, used: int, limit: int, adding: int) -> StorageQuotaExceeded:
+    return StorageQuotaExceeded(
+        f"Storage quota exceeded: {adding} more bytes would pass your limit of {limit} bytes "
+        f"({used} bytes stored in your submissions; delete drafts to free space).",
+        extra={"storage_bytes": used, "max_storage_bytes": limit, "adding_bytes": adding},
+    )
+
+
+def storage_admit(*, user: AbstractBaseUser, adding_bytes: int) -> None:
+    """Admit `adding_bytes` more stored bytes for `user`, or raise StorageQuotaExceeded.
+
+    Must run inside the transaction that inserts the file rows (the caller inserts them right
+    after). Locks the user's policy row (`quota_policy_lock`, the same lock as job admission),
+    then sums the user's stored file sizes in a statement of its own, so two concurrent
+    uploads are decided one after the other and never overshoot. Reaching the limit exactly
+    is allowed. Not idempotent on its own: the caller's insert is what uses the bytes.
+    """
+    policy = quota_policy_lock(user=user)
+    limit = quota_limits(policy=policy).max_storage_bytes
+    used = submission_storage_bytes(user_id=user.pk)
+    if used + adding_bytes > limit:
+        raise storage_quota_error(used=used, limit=limit, adding=adding_bytes)

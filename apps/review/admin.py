@@ -19,7 +19,7 @@ from apps.review.models import (
 from apps.review.services import review_claim_expire, submission_regrade
 
 
-@admin.action(description="Regrade: back to pending with a new job")
+@admin.action(description="Regrade: back to pending with a new job", permissions=("change",))
 def regrade_submissions(
     modeladmin: admin.ModelAdmin[Any], request: HttpRequest, queryset: QuerySet[Any]
 ) -> None:
@@ -27,7 +27,8 @@ def regrade_submissions(
     done = 0
     for submission_id in queryset.values_list("pk", flat=True):
         try:
-            submission_regrade(user=request.user, submission_id=submission_id)
+            # Staff may regrade their own submission here (SPEC §10: an admin override).
+            submission_regrade(user=request.user, submission_id=submission_id, allow_own=True)
             done += 1
         except DomainError as exc:
             modeladmin.message_user(request, f"{submission_id}: {exc.message}", messages.ERROR)
@@ -35,7 +36,7 @@ def regrade_submissions(
         modeladmin.message_user(request, f"{done} submission(s) sent back to grading.")
 
 
-@admin.action(description="Expire the review claim now")
+@admin.action(description="Expire the review claim now", permissions=("change",))
 def expire_claims(
     modeladmin: admin.ModelAdmin[Any],
     request: HttpRequest,

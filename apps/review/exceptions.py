@@ -35,3 +35,14 @@ class RegradeConflict(DomainError):
     code = "submission_in_flight"
     http_status = HTTPStatus.CONFLICT
     default_message = "The owner already has a submission in flight for this question."
+
+
+class OwnSubmission(DomainError):
+    """A reviewer (or staff through the API) acting on a submission they own (SPEC §10)."""
+
+    code = "own_submission"
+    http_status = HTTPStatus.CONFLICT
+    default_message = (
+        "You cannot review or regrade your own submission; another reviewer must (staff can "
+        "override in the admin)."
+    )

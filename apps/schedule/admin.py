@@ -95,7 +95,10 @@ class LifeAdmin(admin.ModelAdmin[Life]):
     def attempts_total(self, life: Life) -> int:
         return PlanAttempt.objects.filter(plan__life=life).count()
 
-    @admin.action(description="Cancel the selected Lives (a failing death stops retrying)")
+    @admin.action(
+        description="Cancel the selected Lives (a failing death stops retrying)",
+        permissions=("change",),
+    )
     def cancel_lives(self, request: HttpRequest, queryset: QuerySet[Life]) -> None:
         done = 0
         for life in queryset:
@@ -106,7 +109,10 @@ class LifeAdmin(admin.ModelAdmin[Life]):
                 self.message_user(request, f"{life.life_uuid}: {error.message}", messages.WARNING)
         self.message_user(request, f"Cancelled {done} Lives.")
 
-    @admin.action(description="Retry the failed plans of the selected Lives")
+    @admin.action(
+        description="Retry the failed plans of the selected Lives",
+        permissions=("change",),
+    )
     def retry_failed_plans(self, request: HttpRequest, queryset: QuerySet[Life]) -> None:
         _retry(self, request, Plan.objects.filter(life__in=queryset, state=PlanState.FAILED))
 
@@ -159,7 +165,7 @@ class PlanAdmin(admin.ModelAdmin[Plan]):
     inlines = [PlanAttemptInline]
     actions = ["retry_failed"]
 
-    @admin.action(description="Retry the selected failed plans")
+    @admin.action(description="Retry the selected failed plans", permissions=("change",))
     def retry_failed(self, request: HttpRequest, queryset: QuerySet[Plan]) -> None:
         _retry(self, request, queryset.filter(state=PlanState.FAILED))
 

@@ -84,7 +84,10 @@ class SubmissionAdmin(admin.ModelAdmin[Submission]):
     def total_size(self, obj: Submission) -> int:
         return int(getattr(obj, "_total_size", 0) or 0)
 
-    @admin.action(description="Delete selected drafts with their stored files")
+    @admin.action(
+        description="Delete selected drafts with their stored files",
+        permissions=("delete",),
+    )
     def delete_drafts_with_files(
         self, request: HttpRequest, queryset: QuerySet[Submission]
     ) -> None:

@@ -61,3 +61,11 @@ class SubmissionSealed(DomainError):
     default_message = (
         "The submission is sealed: a job was created for it, files can no longer change."
     )
+
+
+class RequestTooLarge(DomainError):
+    """One create request carries more file bytes than `MAX_SUBMISSION_REQUEST_SIZE`."""
+
+    code = "request_too_large"
+    http_status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    default_message = "The request carries more bytes than one request may."

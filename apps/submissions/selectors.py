@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Prefetch, QuerySet, Value
+from django.db.models import Prefetch, QuerySet, Sum, Value
 from django.db.models.functions import Lower
 
 from apps.core.selectors import owned_get
@@ -86,3 +86,11 @@ def submission_stale_draft_ids(*, older_than: dt.datetime) -> list[str]:
         .order_by("created_at", "id")
         .values_list("id", flat=True)
     )
+
+
+def submission_storage_bytes(*, user_id: int) -> int:
+    """Bytes of every file of the user's submissions (drafts and sealed), as recorded."""
+    total = SubmissionFile.objects.filter(submission__owner_id=user_id).aggregate(
+        total=Sum("size")
+    )["total"]
+    return int(total or 0)

@@ -26,9 +26,12 @@ from django.utils import timezone
 from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidRequest, InvalidTransition, NotFound
 from apps.core.models_utils import new_hex_id
+from apps.quotas.selectors import storage_status
+from apps.quotas.services import storage_admit, storage_quota_error
 from apps.submissions.exceptions import (
     ChecksumMismatch,
     DuplicateFilename,
+    RequestTooLarge,
     SubmissionSealed,
     TooManyFiles,
 )
@@ -202,6 +205,13 @@ def _assert_room(submission: Submission, adding: int = 1) -> None:
         )
 
 
+def _assert_storage_room(user: AbstractBaseUser, adding: int) -> None:
+    """A fast refusal before anything is stored (no lock; `storage_admit` decides later)."""
+    status = storage_status(user=user)
+    if status.used + adding > status.limit:
+        raise storage_quota_error(used=status.used, limit=status.limit, adding=adding)
+
+
 def _same_or_duplicate(existing: SubmissionFile, upload: IncomingFile) -> FileAddResult:
     if existing.sha256 == upload.sha256:
         return FileAddResult(file=existing, created=False)
@@ -232,10 +242,12 @@ def submission_file_add(
     Idempotent: re-sending a name with the same content (same sha256) returns the stored file
     with `created=False` and stores nothing. Locks the submission row (after storing, for the
     insert only), so sealing, `MAX_FILES_PER_SUBMISSION` and the case-insensitive unique name
-    hold under concurrent uploads; the unique constraint is the last line of defence.
-    Raises NotFound, PermissionDenied, SubmissionSealed, InvalidFilename, InvalidExtension,
-    ChecksumMismatch, DuplicateFilename, TooManyFiles, InvalidArchive, UnsafeArchive,
-    InvalidRequest (malformed checksum). A refusal leaves no row and no stored object.
+    hold under concurrent uploads; the unique constraint is the last line of defence. Then
+    the user's quota policy row (`storage_admit`), so the per-user storage limit holds under
+    concurrent uploads too. Raises NotFound, PermissionDenied, SubmissionSealed,
+    InvalidFilename, InvalidExtension, ChecksumMismatch, DuplicateFilename, TooManyFiles,
+    StorageQuotaExceeded, InvalidArchive, UnsafeArchive, InvalidRequest (malformed
+    checksum). A refusal leaves no row and no stored object.
     """
     validate_filename(upload.raw_name)
     _check_checksum(upload, _normalized_checksum(expected_sha256))
@@ -245,6 +257,7 @@ def submission_file_add(
     if existing is not None:
         return _same_or_duplicate(existing, upload)
     _assert_room(submission)
+    _assert_storage_room(user, upload.size or 0)
     validate_archive(path=Path(upload.temporary_file_path()), filename=upload.raw_name)
 
     stored = _store(submission_id=submission.pk, upload=upload)
@@ -257,6 +270,8 @@ def submission_file_add(
                 result = _same_or_duplicate(existing, upload)
             else:
                 _assert_room(submission)
+                # Lock order: submission row, then the user's quota policy (as job submission).
+                storage_admit(user=user, adding_bytes=upload.size or 0)
                 try:
                     with transaction.atomic():
                         row = SubmissionFile.objects.create(
@@ -313,7 +328,9 @@ def submission_create(
     file rows are inserted in one transaction; any refusal deletes what was stored. Not
     idempotent (each call is a new submission). `expected_sha256` applies to a single file.
     Raises InvalidRequest, InvalidFilename, InvalidExtension, DuplicateFilename (two files of
-    one name), TooManyFiles, ChecksumMismatch, InvalidArchive, UnsafeArchive.
+    one name), TooManyFiles, ChecksumMismatch, InvalidArchive, UnsafeArchive, RequestTooLarge
+    (more than `MAX_SUBMISSION_REQUEST_SIZE` bytes of files), StorageQuotaExceeded (decided
+    under the user's quota policy lock, so concurrent creates never pass the limit).
     """
     metadata = metadata if metadata is not None else {}
     fields: dict[str, list[str]] = {}
@@ -351,6 +368,15 @@ def submission_create(
                 fields={"X-Content-SHA256": ["Send it with exactly one file."]},
             )
         _check_checksum(uploads[0], expected)
+    total = sum(upload.size or 0 for upload in uploads)
+    request_limit = int(settings.MAX_SUBMISSION_REQUEST_SIZE)
+    if total > request_limit:
+        raise RequestTooLarge(
+            f"These files hold {total} bytes; one request may carry at most {request_limit}. "
+            "Create the submission with the first file and add the others one by one.",
+            extra={"max_request_size": request_limit},
+        )
+    _assert_storage_room(user, total)
     for upload in uploads:
         validate_archive(path=Path(upload.temporary_file_path()), filename=upload.raw_name)
 
@@ -361,6 +387,7 @@ def submission_create(
             # One at a time: what was stored before a failure must be deleted.
             stored.append(_store(submission_id=submission_id, upload=upload))  # noqa: PERF401
         with transaction.atomic():
+            storage_admit(user=user, adding_bytes=total)
             submission = Submission.objects.create(
                 id=submission_id,
                 owner_id=user.pk,

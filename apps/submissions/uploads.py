@@ -9,6 +9,7 @@ rules of SPEC §4 judge the real name.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -16,6 +17,7 @@ from django.core.files.uploadedfile import TemporaryUploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, StopFutureHandlers
 from django.http.multipartparser import MultiPartParser
 
+from apps.core.exceptions import DomainError
 from apps.submissions.exceptions import FileTooLarge, TooManyFiles
 from apps.submissions.validation import validate_filename
 
@@ -42,14 +44,25 @@ class SubmissionUploadHandler(FileUploadHandler):
 
     chunk_size = CHUNK_SIZE
 
-    def __init__(self, request: Any = None) -> None:
+    def __init__(
+        self,
+        request: Any = None,
+        *,
+        max_total: int | None = None,
+        over_total: Callable[[int], DomainError] | None = None,
+    ) -> None:
         super().__init__(request)
         self.max_size = int(settings.MAX_UPLOAD_FILE_SIZE)
         self.max_files = int(settings.MAX_FILES_PER_SUBMISSION)
+        # A budget for all files of the request together (the request's byte bound or the
+        # user's remaining storage): passing it raises `over_total(bytes received)` at once.
+        self.max_total = max_total
+        self.over_total = over_total
         self.received: list[IncomingFile] = []
         self.current: IncomingFile | None = None
         self._hash: Any = None
         self._size = 0
+        self._total = 0
 
     def new_file(
         self,
@@ -83,8 +96,12 @@ class SubmissionUploadHandler(FileUploadHandler):
     def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes | None:
         assert self.current is not None  # noqa: S101 - new_file always runs first
         self._size += len(raw_data)
+        self._total += len(raw_data)
         if self._size > self.max_size:
             raise self._too_large(self.current.raw_name)
+        if self.max_total is not None and self._total > self.max_total:
+            assert self.over_total is not None  # noqa: S101 - set together
+            raise self.over_total(self._total)
         self._hash.update(raw_data)
         self.current.write(raw_data)
         return None

@@ -4,8 +4,10 @@ import datetime as dt
 from collections.abc import Iterator
 from http import HTTPStatus
 from io import StringIO
+from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django_q.models import Schedule
@@ -13,7 +15,9 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from apps.core.cleanup import CleanupReport, register_cleanup, unregister_cleanup
+from apps.core.exceptions import DemoAccountsDisabled
 from apps.core.models import Heartbeat
+from apps.core.services import demo_accounts_ensure
 from apps.core.tasks import cleanup_periodic
 
 pytestmark = pytest.mark.django_db
@@ -64,7 +68,8 @@ def test_periodic_cleanup_task_runs_every_kind(stale_heartbeats: None) -> None:
     assert Heartbeat.objects.filter(name="old").count() == 0
 
 
-def test_bootstrap_is_idempotent_and_prints_working_tokens() -> None:
+def test_bootstrap_is_idempotent_and_prints_working_tokens(settings: Any) -> None:
+    settings.DEBUG = True
     first, second = StringIO(), StringIO()
     call_command("bootstrap", stdout=first)
     call_command("bootstrap", stdout=second)
@@ -77,6 +82,29 @@ def test_bootstrap_is_idempotent_and_prints_working_tokens() -> None:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     assert client.get("/api/me/").json()["username"] == "demo"
+
+
+def test_bootstrap_refuses_demo_accounts_with_debug_off_and_creates_nothing(
+    settings: Any,
+) -> None:
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="only with DEBUG on"):
+        call_command("bootstrap", stdout=StringIO())
+    # Not the superuser with the published password, not a token, not even the schedules.
+    assert not User.objects.exists()
+    assert not Token.objects.exists()
+    assert not Schedule.objects.exists()
+    with pytest.raises(DemoAccountsDisabled):
+        demo_accounts_ensure(password="yoyaku-demo")
+    assert not User.objects.exists()
+
+
+def test_bootstrap_without_accounts_still_works_with_debug_off(settings: Any) -> None:
+    settings.DEBUG = False
+    out = StringIO()
+    call_command("bootstrap", "--no-accounts", stdout=out)
+    assert "schedule ensured: yoyaku.cleanup" in out.getvalue()
+    assert not User.objects.exists()
 
 
 def test_bootstrap_mends_duplicate_schedules() -> None:

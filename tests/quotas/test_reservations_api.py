@@ -166,6 +166,8 @@ def test_quota_me_reports_limits_usage_and_warnings(user: User, user_client: API
         "jobs_last_24h": 3,
         "monthly_cost_limit": 10.0,
         "cost_this_month": 9.0,
+        "storage_bytes": 0,
+        "max_storage_bytes": 10 * 1024**3,
         "warnings": [
             "Concurrent jobs: 4 of 5 slots in use.",
             "Monthly cost: 9 of 10 cost units used this month.",

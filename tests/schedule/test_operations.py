@@ -101,7 +101,7 @@ def test_the_fallback_pass_fires_due_plans_without_a_watcher(
 
 
 def test_bootstrap_creates_the_every_minute_watcher_pass(db: None) -> None:
-    call_command("bootstrap", stdout=io.StringIO())
+    call_command("bootstrap", "--no-accounts", stdout=io.StringIO())
     schedule = Schedule.objects.get(name="yoyaku.schedule.watcher_pass")
     assert schedule.func == "apps.schedule.tasks.watcher_pass_periodic"
     assert schedule.minutes == 1

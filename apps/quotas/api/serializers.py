@@ -49,4 +49,8 @@ class QuotaMeOutputSerializer(serializers.Serializer[Any]):
     jobs_last_24h = serializers.IntegerField()
     monthly_cost_limit = serializers.FloatField(allow_null=True)
     cost_this_month = serializers.FloatField()
+    storage_bytes = serializers.IntegerField(
+        help_text="Bytes of your submission files (drafts and sealed) stored now."
+    )
+    max_storage_bytes = serializers.IntegerField(help_text="Your storage limit in bytes.")
     warnings = serializers.ListField(child=serializers.CharField())

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import AllowAny, BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,7 +20,8 @@ from apps.review.exceptions import NotReviewer
 
 _ID = OpenApiParameter("submission_id", str, OpenApiParameter.PATH, description="Submission id.")
 _CLAIMED = "`already_claimed` (another reviewer holds a live claim; the body has `claimed_by` "
-_CLAIMED += "and `claim_expires_at`) or `invalid_transition` (not awaiting review)."
+_CLAIMED += "and `claim_expires_at`), `own_submission` (you own it) or `invalid_transition` "
+_CLAIMED += "(not awaiting review)."
 
 
 _HEX_ID = re.compile(r"[0-9a-f]{32}")
@@ -103,7 +105,8 @@ class ReviewClaimExtendApi(APIView):
                 403,
                 404,
                 409,
-                _409="`not_claim_holder` (no live claim of yours) or `invalid_transition`.",
+                _409="`not_claim_holder` (no live claim of yours), `own_submission` or "
+                "`invalid_transition`.",
             ),
         },
         operation_id="review_claim_extend",
@@ -144,7 +147,8 @@ class ReviewCompleteApi(APIView):
                 404,
                 409,
                 415,
-                _409="`not_claim_holder` (no live claim of yours) or `invalid_transition` "
+                _409="`not_claim_holder` (no live claim of yours), `own_submission` (you own "
+                "it) or `invalid_transition` "
                 "(not awaiting review, e.g. already finished).",
             ),
         },
@@ -181,7 +185,8 @@ class SubmissionRegradeApi(APIView):
                 403,
                 404,
                 409,
-                _409="`invalid_transition` (not completed/failed) or `submission_in_flight`.",
+                _409="`invalid_transition` (not completed/failed), `own_submission` (your own: "
+                "only the admin may override) or `submission_in_flight`.",
             ),
         },
         operation_id="review_regrade",
@@ -199,14 +204,20 @@ class SubmissionRegradeApi(APIView):
 
 
 class LeaderboardApi(APIView):
-    """Public: best completed score per user, ranked (ties: earlier completion first)."""
+    """Best completed score per user, ranked (ties: earlier completion first). Public while
+    `LEADERBOARD_PUBLIC` is on (the default); otherwise authenticated like every endpoint."""
 
-    permission_classes = [AllowAny]
+    def get_permissions(self) -> list[BasePermission]:
+        if settings.LEADERBOARD_PUBLIC:
+            return [AllowAny()]
+        return [IsAuthenticated()]
 
     @extend_schema(
         parameters=[s.LeaderboardQuerySerializer],
         responses={200: s.LeaderboardRowSerializer(many=True), **error_responses(400)},
         operation_id="leaderboard",
+        description="Public while LEADERBOARD_PUBLIC is on (the default); when it is off, 401 "
+        "without authentication.",
     )
     def get(self, request: Request) -> Response:
         query = _validated(s.LeaderboardQuerySerializer, request.query_params)

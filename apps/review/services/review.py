@@ -20,6 +20,7 @@ from apps.review.exceptions import (
     AlreadyClaimed,
     NotClaimHolder,
     NotReviewer,
+    OwnSubmission,
     RegradeConflict,
     StaffOnly,
 )
@@ -62,6 +63,12 @@ def _user_body(user: Any) -> dict[str, Any]:
     return {"id": user.pk, "username": user.get_username()}
 
 
+def _refuse_own(submission: Submission, user: AnyUser, *, allow_own: bool = False) -> None:
+    """Nobody judges their own work: OwnSubmission unless `allow_own` (the admin's override)."""
+    if not allow_own and submission.owner_id == user.pk:
+        raise OwnSubmission(extra={"submission_id": submission.pk})
+
+
 def _awaiting_review(submission: Submission) -> None:
     if submission.status != SubmissionStatus.REVIEW_PENDING:
         raise InvalidTransition(
@@ -96,11 +103,13 @@ def review_claim(*, user: AnyUser, submission_id: str) -> ClaimState:
     claim row is then taken by a conditional UPDATE that matches only a claim held by `user`
     (re-claiming extends it) or an expired one, else inserted (the submission is the claim's
     primary key, so two inserts cannot both land). Raises NotReviewer (403), NotFound (404),
-    InvalidTransition (409, not review_pending), AlreadyClaimed (409, with the holder).
+    OwnSubmission (409, `user` owns it), InvalidTransition (409, not review_pending),
+    AlreadyClaimed (409, with the holder).
     """
     _require_reviewer(user)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
+        _refuse_own(submission, user)
         _awaiting_review(submission)
         now = timezone.now()
         expires_at = now + claim_ttl()
@@ -128,12 +137,13 @@ def review_claim(*, user: AnyUser, submission_id: str) -> ClaimState:
 def review_claim_extend(*, user: AnyUser, submission_id: str) -> ClaimState:
     """Renew `user`'s live claim for another REVIEW_CLAIM_TTL (conditional UPDATE).
 
-    Raises NotReviewer, NotFound, InvalidTransition (not review_pending), NotClaimHolder
-    (no live claim of `user`: expired, released or taken over).
+    Raises NotReviewer, NotFound, OwnSubmission, InvalidTransition (not review_pending),
+    NotClaimHolder (no live claim of `user`: expired, released or taken over).
     """
     _require_reviewer(user)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
+        _refuse_own(submission, user)
         _awaiting_review(submission)
         now = timezone.now()
         expires_at = now + claim_ttl()
@@ -188,9 +198,10 @@ def review_complete(
 
     Locks the submission. Only the holder of a live claim may complete; the claim is consumed
     by a conditional DELETE in the same transaction, so a reviewer whose claim expired and was
-    taken over can never complete. Raises NotReviewer, NotFound, InvalidRequest (bad verdict,
-    score or comment), InvalidTransition (not review_pending, e.g. already finished),
-    NotClaimHolder.
+    taken over can never complete, and nobody completes a review of their own submission
+    (even holding a claim made before that rule). Raises NotReviewer, NotFound, InvalidRequest
+    (bad verdict, score or comment), OwnSubmission, InvalidTransition (not review_pending,
+    e.g. already finished), NotClaimHolder.
     """
     _require_reviewer(user)
     if verdict not in ReviewVerdict.values:
@@ -203,6 +214,7 @@ def review_complete(
         )
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
+        _refuse_own(submission, user)
         target = (
             SubmissionStatus.COMPLETED
             if verdict == ReviewVerdict.APPROVE
@@ -235,21 +247,26 @@ class RegradeResult:
     job: Job
 
 
-def submission_regrade(*, user: AnyUser, submission_id: str) -> RegradeResult:
+def submission_regrade(
+    *, user: AnyUser, submission_id: str, allow_own: bool = False
+) -> RegradeResult:
     """Staff: send a completed/failed submission back to pending with a new queued job.
 
     Locks the submission; the transition table allows completed/failed → pending only (else
     InvalidTransition). Clears score, reason and the attempt count (a regrade gets a fresh
     GRADING_MAX_ATTEMPTS). The new Job costs nothing and is created directly, not through the
     job quota: a regrade is the platform's decision, not the owner's. Grading is enqueued after
-    commit. Raises StaffOnly (403), NotFound, InvalidTransition, RegradeConflict (409: the owner
-    already has an in-flight submission for the same question and skill).
+    commit. A staff member's own submission is refused (OwnSubmission) unless `allow_own`: the
+    admin's action passes it (a deliberate, audited override), the API never does. Raises
+    StaffOnly (403), NotFound, OwnSubmission, InvalidTransition, RegradeConflict (409: the
+    owner already has an in-flight submission for the same question and skill).
     """
     if not _is_staff(user):
         raise StaffOnly()
     try:
         with transaction.atomic():
             submission = submission_get(submission_id=submission_id, for_update=True)
+            _refuse_own(submission, user, allow_own=allow_own)
             previous = submission.jobs.order_by("-created_at").first()
             submission_transition(
                 submission=submission,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import IO, Any
 
 from django.conf import settings
@@ -12,7 +13,9 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser, DataAndFiles
 
 from apps.core.exceptions import DomainError
-from apps.submissions.exceptions import FileTooLarge, TooManyFiles
+from apps.quotas.selectors import storage_status
+from apps.quotas.services import storage_quota_error
+from apps.submissions.exceptions import FileTooLarge, RequestTooLarge, TooManyFiles
 from apps.submissions.uploads import CHUNK_SIZE, RawNameMultiPartParser, SubmissionUploadHandler
 
 
@@ -28,6 +31,33 @@ def _drain(stream: IO[bytes], limit: int) -> None:
             left -= len(chunk)
     except OSError:
         pass
+
+
+def _request_too_large(limit: int, received: int) -> DomainError:
+    return RequestTooLarge(
+        f"The request brings at least {received} bytes; one request may carry at most {limit} "
+        "bytes of files. Create the submission with the first file and add the others one by "
+        "one.",
+        extra={"max_request_size": limit},
+    )
+
+
+def _storage_exceeded(used: int, limit: int, received: int) -> DomainError:
+    return storage_quota_error(used=used, limit=limit, adding=received)
+
+
+def _uploader(request: Any) -> Any:
+    """Who sends the body, without authenticating from inside the parser.
+
+    DRF's session authentication parses the body itself (its CSRF check reads `POST`) while
+    `request.user` is still being decided, so asking DRF for the user here would recurse. The
+    DRF user once decided (token clients), else Django's session user (what session
+    authentication is deciding on).
+    """
+    decided = vars(request).get("_user")
+    if decided is not None:
+        return decided
+    return getattr(getattr(request, "_request", None), "user", None)
 
 
 def _declared_length(meta: Mapping[str, Any]) -> int | None:
@@ -59,9 +89,10 @@ class StreamingMultiPartParser(BaseParser):
         request = context["request"]
         meta = request.META.copy()
         meta["CONTENT_TYPE"] = media_type
-        handler = SubmissionUploadHandler(request)
         if self.single_file:
             self._refuse_oversize_declared_length(meta)
+        max_total, over_total = self._byte_budget(request, _declared_length(meta))
+        handler = SubmissionUploadHandler(request, max_total=max_total, over_total=over_total)
         drain_limit = int(settings.MAX_UPLOAD_FILE_SIZE) + CHUNK_SIZE
         try:
             parser = RawNameMultiPartParser(
@@ -86,6 +117,40 @@ class StreamingMultiPartParser(BaseParser):
             handler.discard()
             raise
         return DataAndFiles(data, files)
+
+    def _byte_budget(
+        self, request: Any, declared: int | None
+    ) -> tuple[int | None, Callable[[int], DomainError] | None]:
+        """The most file bytes this request may bring, and the error for passing it.
+
+        Two bounds: the create request's `MAX_SUBMISSION_REQUEST_SIZE` (a single-file request
+        is bounded by `MAX_UPLOAD_FILE_SIZE` already) and the user's remaining storage
+        (`QUOTA_MAX_STORAGE_BYTES` minus what they store). A declared Content-Length that
+        cannot fit is refused before a byte of the body is read; otherwise the upload handler
+        cuts the stream off the moment the files pass the tighter bound. The storage figure
+        is read without a lock: the service decides again under the user's quota lock.
+        """
+        budgets: list[tuple[int, Callable[[int], DomainError]]] = []
+        if not self.single_file:
+            limit = int(settings.MAX_SUBMISSION_REQUEST_SIZE)
+            budgets.append((limit, partial(_request_too_large, limit)))
+        user = _uploader(request)
+        if user is not None and user.is_authenticated:
+            storage = storage_status(user=user)
+            budgets.append(
+                (storage.remaining, partial(_storage_exceeded, storage.used, storage.limit))
+            )
+        fields = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if declared is not None and fields is not None:
+            # The body also holds form fields (at most DATA_UPLOAD_MAX_MEMORY_SIZE) and part
+            # headers: only a body longer than the budget plus those can be refused unread.
+            overhead = int(fields) + 64 * 1024
+            for budget, error in budgets:
+                if declared > budget + overhead:
+                    raise error(declared)
+        if not budgets:
+            return None, None
+        return min(budgets, key=lambda item: item[0])
 
     def _refuse_oversize_declared_length(self, meta: Mapping[str, Any]) -> None:
         fields = settings.DATA_UPLOAD_MAX_MEMORY_SIZE

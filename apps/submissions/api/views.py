@@ -53,6 +53,11 @@ UPLOAD_400 = (
     "`unsafe_archive`."
 )
 
+STORAGE_429 = (
+    "`storage_quota_exceeded`: your stored files would pass QUOTA_MAX_STORAGE_BYTES (the body "
+    "has `storage_bytes`, `max_storage_bytes`)."
+)
+
 
 def _incoming(files: list[Any]) -> list[IncomingFile]:
     uploads = [f for f in files if isinstance(f, IncomingFile)]
@@ -110,7 +115,16 @@ class SubmissionListCreateApi(ClosesUploadsMixin, ListAPIView[Submission]):
         parameters=[CHECKSUM_HEADER],
         responses={
             201: SubmissionOutputSerializer,
-            **error_responses(400, 415, _400=UPLOAD_400),
+            **error_responses(
+                400,
+                413,
+                415,
+                429,
+                _400=UPLOAD_400,
+                _413="`request_too_large`: more than MAX_SUBMISSION_REQUEST_SIZE bytes of files "
+                "in one request (add the rest file by file).",
+                _429=STORAGE_429,
+            ),
         },
     )
     def post(self, request: Request) -> Response:
@@ -170,8 +184,10 @@ class SubmissionFileListCreateApi(ClosesUploadsMixin, APIView):
                 404,
                 409,
                 415,
+                429,
                 _400=UPLOAD_400,
                 _409="`submission_sealed`: a job was created for the submission.",
+                _429=STORAGE_429,
             ),
         },
         description="Add one file. Re-sending a stored name with the same content answers 200 "
