@@ -89,6 +89,13 @@ def job_finish(*, job_id: str, to: JobStatus, **fields: Any) -> bool:
     return Job.objects.filter(pk=job_id, status__in=sources).update(**values) == 1
 
 
+def job_logs_progress(*, job_id: str, logs: str) -> bool:
+    """Show a running job's output so far (`GET /api/jobs/{id}/logs/` while it runs): one
+    conditional UPDATE, only while the job is `running`, so it never touches a finished job's
+    final logs (written by `job_finish`). False when the job is not running."""
+    return Job.objects.filter(pk=job_id, status=JobStatus.RUNNING).update(logs=logs) == 1
+
+
 # --- Idempotency keys --------------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,6 +60,8 @@ class GradingRequest:
     config_file: str
     files: tuple[GradingFile, ...]
     config: dict[str, Any] = field(default_factory=dict)
+    # Called with the program's output so far while it runs (live logs); a grader may ignore it.
+    on_output: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -373,6 +376,7 @@ class SandboxGrader:
                 limits=limits,
                 python=str(settings.GRADING_PYTHON),
                 readonly_paths=tuple(str(p) for p in settings.GRADING_READONLY_PATHS),
+                on_output=request.on_output,
             )
         result = _result_from_outcome(outcome, timeout=limits.wall_seconds)
         if isolation.isolation == NONE:

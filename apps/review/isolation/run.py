@@ -38,6 +38,8 @@ SANDBOX_UID_BASE = 60000
 SANDBOX_UID_SPAN = 5000
 # The runner's exit status when the files could not be copied in (scratch too small).
 COPY_FAILED = 125
+# How often the logs so far are handed to `on_output` while a program prints.
+OUTPUT_PROGRESS_SECONDS = 1.0
 SETPRIV = "/usr/bin/setpriv"
 
 _PR_SET_PDEATHSIG = 1
@@ -139,6 +141,7 @@ def run_program(
     python: str,
     readonly_paths: Sequence[str] = (),
     bwrap: str | None = None,
+    on_output: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Run `python -E -s *program` with a copy of `input_dir` as its working folder.
 
@@ -149,6 +152,9 @@ def run_program(
 
     A root worker runs either as `sandbox_host_uid()` (real = effective = saved, no
     supplementary groups); `input_dir` must be traversable by that uid.
+
+    `on_output(logs so far)` is called while the program runs, at most every
+    `OUTPUT_PROGRESS_SECONDS`, when it printed something new (live logs).
     """
     host_uid = sandbox_host_uid()
     started = time.monotonic()
@@ -191,6 +197,7 @@ def run_program(
                 limits=limits,
                 started=started,
                 extra_fds=tuple(f.fd for f in files or ()),
+                on_output=on_output,
             )
     if isolation == NONE:
         # A non-root worker shares its uid with the program: the budget comes on top of what
@@ -210,6 +217,7 @@ def run_program(
             setup=_child_setup(_rlimits(limits, processes=processes)),
             identity=identity,
             started=started,
+            on_output=on_output,
         )
     raise ValueError(f"unknown isolation {isolation!r}")
 
@@ -256,6 +264,7 @@ def _pump(
     result: bytearray | None,
     limits: Limits,
     started: float,
+    on_output: Callable[[str], None] | None = None,
 ) -> tuple[bool, bool]:
     """Read the logs (and the result channel) until both close, the wall clock passes or the
     output passes its kill limit. Returns (timed_out, output_exceeded).
@@ -270,6 +279,8 @@ def _pump(
         streams = {process.stderr.fileno(): "logs", process.stdout.fileno(): "result"}
     deadline = started + limits.wall_seconds
     kill_at = limits.output_bytes * OUTPUT_KILL_FACTOR
+    reported = 0  # bytes of logs `on_output` has seen
+    next_report = time.monotonic() + OUTPUT_PROGRESS_SECONDS
     with selectors.DefaultSelector() as selector:
         for fd in streams:
             selector.register(fd, selectors.EVENT_READ)
@@ -289,6 +300,10 @@ def _pump(
                         return False, True
                 elif result is not None and len(result) <= MAX_METRICS_BYTES + 64:
                     result += data
+            if on_output is not None and logs.total > reported and time.monotonic() >= next_report:
+                reported = logs.total
+                next_report = time.monotonic() + OUTPUT_PROGRESS_SECONDS
+                on_output(logs.text())
             if result is None and process.poll() is not None:
                 # Unisolated: the program exited but something it forked keeps the pipe open.
                 return False, False
@@ -316,6 +331,7 @@ def _run_bubblewrap(
     limits: Limits,
     started: float,
     extra_fds: tuple[int, ...] = (),
+    on_output: Callable[[str], None] | None = None,
 ) -> Outcome:
     # The options go through a pipe (`--args FD`): the sandbox's PID 1 is bubblewrap, and its
     # command line, readable inside, then shows no host path. `--info-fd` tells the host pid
@@ -348,7 +364,12 @@ def _run_bubblewrap(
     result = bytearray()
     try:
         timed_out, exceeded = _pump(
-            process, logs=logs, result=result, limits=limits, started=started
+            process,
+            logs=logs,
+            result=result,
+            limits=limits,
+            started=started,
+            on_output=on_output,
         )
     finally:
         _end_sandbox(process, info_read)
@@ -442,6 +463,7 @@ def _run_unisolated(
     setup: Callable[[], None],
     identity: dict[str, object],
     started: float,
+    on_output: Callable[[str], None] | None = None,
 ) -> Outcome:
     process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
         argv,

@@ -14,6 +14,8 @@ result was written. The guarantees, all enforced by the database:
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import os
 import socket
@@ -22,14 +24,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, connections, transaction
+from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from apps.core.exceptions import InvalidTransition
 from apps.core.queue import enqueue_on_commit
 from apps.jobs.models import ACTIVE_JOB_STATUSES, FINISHED_JOB_STATUSES, Job, JobStatus
-from apps.jobs.services import job_finish, job_transition
+from apps.jobs.services import job_finish, job_logs_progress, job_transition
 from apps.review.grader import GradingFile, GradingRequest, GradingResult, grader_get
 from apps.review.models import GradingAttempt, GradingOutcome
 from apps.review.selectors import grading_job_get
@@ -310,6 +312,15 @@ class _LeaseKeeper(threading.Thread):
         self.join(timeout=30)
 
 
+def _logs_progress(job_id: str, logs: str) -> None:
+    """Live logs: never let a database hiccup end a grading (the final logs are written with
+    the result)."""
+    try:
+        job_logs_progress(job_id=job_id, logs=logs)
+    except DatabaseError:
+        logger.warning("grading: cannot show the running logs of job %s", job_id, exc_info=True)
+
+
 def grading_run(*, job_id: str) -> str:
     """Grade the job's submission at most once per lease; idempotent under any redelivery.
 
@@ -326,7 +337,10 @@ def grading_run(*, job_id: str) -> str:
     if keeper is not None:
         keeper.start()
     try:
-        result = grader_get().grade(lease.request)
+        request = dataclasses.replace(
+            lease.request, on_output=functools.partial(_logs_progress, lease.job_id)
+        )
+        result = grader_get().grade(request)
     except Exception as exc:
         logger.exception("grading: the grader raised on submission %s", lease.submission_id)
         result = GradingResult(
