@@ -1,19 +1,31 @@
 """Where an action may go: relative paths to the platform, absolute URLs only to allowed hosts.
 
-Checked at booking (400 `invalid_schedule`) and again right before each request, because the
-allow-list or DNS may have changed since. An allowed *name* must also resolve to public
-addresses only; a private, loopback, link-local or reserved address is accepted only when the
-allow-list names that address itself (e.g. `127.0.0.1:8080` for a receiver on loopback).
+The one home of the target rules; checked at booking (400 `invalid_schedule`) and again right
+before each request, because the allow-list, the URL configuration or DNS may have changed.
+
+- A relative path names an API route of the platform: it starts with a single `/`, holds no
+  whitespace, control or format characters, backslash, fragment or dot segment, and Django's
+  `resolve()` maps it to a real `/api/` view (not the JSON 404 catch-all). Its URL is built
+  from parsed parts (the base URL's scheme and host, the base path + the path, the query), and
+  the result must still have the base URL's scheme and host — so no string trick
+  (`/ //evil/`, `/\\evil`, `//evil`) can send the platform's own signed call elsewhere.
+- An absolute `http(s)` URL needs its host (or `host:port`) in SCHEDULE_WEBHOOK_ALLOWED_HOSTS,
+  no userinfo.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import unicodedata
 from dataclasses import dataclass
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from django.conf import settings
+from django.urls import Resolver404, resolve
+
+# The catch-all under /api/ that answers a JSON 404: resolvable, but not a route.
+NOT_A_ROUTE = {"api-not-found"}
 
 
 class TargetRefused(Exception):
@@ -24,6 +36,9 @@ class TargetRefused(Exception):
 class Target:
     url: str
     relative: bool
+    scheme: str
+    host: str
+    port: int
 
 
 def is_absolute(path: str) -> bool:
@@ -51,7 +66,12 @@ def _host_port(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, host, port
 
 
-def _entry_names(host: str, port: int | None) -> set[str]:
+def _default_port(scheme: str) -> int:
+    return 443 if scheme == "https" else 80
+
+
+def entry_names(host: str, port: int | None) -> set[str]:
+    """The allow-list spellings that name `host` (and `host:port` when a port is given)."""
     shown = f"[{host}]" if ":" in host else host
     names = {host, shown}
     if port is not None:
@@ -59,13 +79,18 @@ def _entry_names(host: str, port: int | None) -> set[str]:
     return names
 
 
+def is_listed(host: str, port: int | None) -> bool:
+    """Whether SCHEDULE_WEBHOOK_ALLOWED_HOSTS names `host` (alone, or with this port)."""
+    allowed = _allowed_entries()
+    return bool(entry_names(host, None) & allowed) or (
+        port is not None and bool(entry_names(host, port) & allowed)
+    )
+
+
 def check_allowed(url: str) -> None:
     """Booking-time check of an absolute URL: scheme, no userinfo, host on the allow-list."""
     _, host, port = _host_port(url)
-    allowed = _allowed_entries()
-    if not (_entry_names(host, None) & allowed) and not (
-        port is not None and _entry_names(host, port) & allowed
-    ):
+    if not is_listed(host, port):
         raise TargetRefused(f"The host {host!r} is not in SCHEDULE_WEBHOOK_ALLOWED_HOSTS.")
 
 
@@ -104,10 +129,75 @@ def check_resolved(url: str) -> None:
             raise TargetRefused(f"The host {host!r} resolves to an internal address ({address}).")
 
 
-def resolve_target(path: str) -> Target:
-    """The URL an action's `path` names; absolute ones are checked (raises TargetRefused)."""
+def _refused_character(path: str) -> str | None:
+    for char in path:
+        if char.isspace() or char == "\\" or unicodedata.category(char) in {"Cc", "Cf"}:
+            return repr(char)
+    return None
+
+
+def check_relative(path: str) -> None:
+    """A relative action path must name an API route of the platform. Raises TargetRefused."""
+    bad = _refused_character(path)
+    if bad is not None:
+        raise TargetRefused(
+            f"A relative path may not contain whitespace, control characters or '\\' ({bad})."
+        )
+    if not path.startswith("/") or path.startswith("//"):
+        raise TargetRefused("A relative path must start with a single '/'.")
+    parts = urlsplit(path)
+    if parts.scheme or parts.netloc:
+        raise TargetRefused("A relative path may not name a scheme or a host.")
+    if "#" in path:
+        raise TargetRefused("A relative path may not have a fragment.")
+    decoded = unquote(parts.path)
+    if {".", ".."} & set(decoded.split("/")):
+        raise TargetRefused("A relative path may not contain '.' or '..' segments.")
+    if not decoded.startswith("/api/"):
+        raise TargetRefused(f"{parts.path!r} is not an API route of the platform (/api/...).")
+    try:
+        match = resolve(decoded)
+    except Resolver404 as exc:
+        raise TargetRefused(f"{parts.path!r} is not an API route of the platform.") from exc
+    if match.url_name in NOT_A_ROUTE:
+        raise TargetRefused(f"{parts.path!r} is not an API route of the platform.")
+
+
+def relative_url(path: str) -> str:
+    """The platform URL of a relative action path, built from parsed parts; raises
+    TargetRefused unless the result has exactly the base URL's scheme and host."""
+    check_relative(path)
+    base = urlsplit(str(settings.SCHEDULE_WEBHOOK_BASE_URL))
+    if base.scheme not in ("http", "https") or not base.netloc:
+        raise TargetRefused("SCHEDULE_WEBHOOK_BASE_URL must be an http(s) URL.")
+    rel = urlsplit(path)
+    url: str = urlunsplit(
+        (base.scheme, base.netloc, base.path.rstrip("/") + rel.path, rel.query, "")
+    )
+    joined = urlsplit(url)
+    if (joined.scheme, joined.netloc) != (base.scheme, base.netloc):
+        raise TargetRefused("A relative path must stay on SCHEDULE_WEBHOOK_BASE_URL's host.")
+    return url
+
+
+def check_action_path(path: str) -> None:
+    """Booking-time check of an action's `path`, relative or absolute. Raises TargetRefused."""
     if is_absolute(path):
-        check_resolved(path)
-        return Target(url=path, relative=False)
-    base = settings.SCHEDULE_WEBHOOK_BASE_URL.rstrip("/") + "/"
-    return Target(url=urljoin(base, path.lstrip("/")), relative=True)
+        check_allowed(path)
+    else:
+        relative_url(path)
+
+
+def resolve_target(path: str) -> Target:
+    """The URL an action's `path` names, checked again now (raises TargetRefused)."""
+    url = path if is_absolute(path) else relative_url(path)
+    if is_absolute(path):
+        check_resolved(url)
+    scheme, host, port = _host_port(url)
+    return Target(
+        url=url,
+        relative=not is_absolute(path),
+        scheme=scheme,
+        host=host,
+        port=port or _default_port(scheme),
+    )

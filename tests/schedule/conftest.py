@@ -93,7 +93,7 @@ def at(minutes: float = 60, seconds: float = 0) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def action(path: str = "/hook", **extra: Any) -> dict[str, Any]:
+def action(path: str = "/api/me/", **extra: Any) -> dict[str, Any]:
     return {"path": path, "method": "POST", "body": {"hello": "world"}, **extra}
 
 
@@ -114,8 +114,8 @@ def term_body(
         "schedule_type": "term",
         "resource_id": resource_id,
         "term": {"birth_time": birth or at(60), "death_time": death or at(120)},
-        "birth": action("/birth"),
-        "death": action("/death"),
+        "birth": action("/api/me/"),
+        "death": action("/api/me/"),
         **extra,
     }
 

@@ -85,7 +85,7 @@ def test_the_replay_has_only_its_owners_permissions(
         {
             "schedule_type": "point",
             "birth_time": at(90),
-            "birth_action": {"path": "/x", "method": "GET"},
+            "birth_action": {"path": "/api/me/", "method": "GET"},
         },
         format="json",
     ).json()["life_uuid"]
