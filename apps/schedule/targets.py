@@ -10,7 +10,9 @@ before each request, because the allow-list, the URL configuration or DNS may ha
   the result must still have the base URL's scheme and host — so no string trick
   (`/ //evil/`, `/\\evil`, `//evil`) can send the platform's own signed call elsewhere.
 - An absolute `http(s)` URL needs its host (or `host:port`) in SCHEDULE_WEBHOOK_ALLOWED_HOSTS,
-  no userinfo.
+  no userinfo; before each request its name is resolved once, every address is checked
+  (`is_internal`) and the request connects to the checked address (`checked_address`,
+  `transport.PinnedBackend`).
 """
 
 from __future__ import annotations
@@ -34,11 +36,15 @@ class TargetRefused(Exception):
 
 @dataclass(frozen=True)
 class Target:
+    """A checked URL; `address` is the IP the request must connect to (None for the
+    platform's own SCHEDULE_WEBHOOK_BASE_URL, connected by name)."""
+
     url: str
     relative: bool
     scheme: str
     host: str
     port: int
+    address: str | None
 
 
 def is_absolute(path: str) -> bool:
@@ -94,39 +100,103 @@ def check_allowed(url: str) -> None:
         raise TargetRefused(f"The host {host!r} is not in SCHEDULE_WEBHOOK_ALLOWED_HOSTS.")
 
 
-def _is_internal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+# Refused beyond what `ipaddress` calls private/loopback/link-local/multicast/reserved/
+# unspecified/non-global: "this network", CGNAT, the broadcast address, IPv6 unique-local and
+# the deprecated site-local range (some of these are not flagged by every Python version).
+_INTERNAL_NETWORKS: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = tuple(
+    ipaddress.ip_network(net)
+    for net in ("0.0.0.0/8", "100.64.0.0/10", "255.255.255.255/32", "fc00::/7", "fec0::/10")
+)
+# NAT64 prefixes: the packets go to the IPv4 address in the low 32 bits.
+_NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv4-mapped, NAT64 or 6to4 IPv6 address carries, if any."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if any(address in net for net in _NAT64):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address.sixtofour
+
+
+def is_internal(address: Address) -> bool:
+    """Whether `address` is one a webhook may not reach unless the allow-list names it.
+
+    IPv4-mapped (::ffff:0:0/96) and NAT64 (64:ff9b::/96) forms are judged by the IPv4 address
+    they carry, since that is where the packets go; a 6to4 address is refused when the IPv4
+    address it carries is internal.
+    """
+    if isinstance(address, ipaddress.IPv6Address):
+        inner = _embedded_ipv4(address)
+        if inner is not None:
+            if is_internal(inner):
+                return True
+            if address.sixtofour is None:
+                return False
+    if any(address in net for net in _INTERNAL_NETWORKS if net.version == address.version):
+        return True
+    site_local = isinstance(address, ipaddress.IPv6Address) and address.is_site_local
     return bool(
         address.is_private
         or address.is_loopback
         or address.is_link_local
-        or address.is_reserved
         or address.is_multicast
+        or address.is_reserved
         or address.is_unspecified
+        or site_local
+        or not address.is_global
     )
 
 
-def _literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+def _never_reachable(address: Address) -> bool:
+    """Addresses no webhook can be meant for, even when the allow-list names them."""
+    broadcast = address == ipaddress.IPv4Address("255.255.255.255")
+    return bool(address.is_unspecified or address.is_multicast or broadcast)
+
+
+def _literal(host: str) -> Address | None:
     try:
         return ipaddress.ip_address(host)
     except ValueError:
         return None
 
 
-def check_resolved(url: str) -> None:
-    """Execution-time check: allowed, and every address the name resolves to is public unless
-    the allow-list names an address literal. Raises TargetRefused."""
-    check_allowed(url)
-    _, host, port = _host_port(url)
-    if _literal(host) is not None:
-        return  # the allow-list names this very address: explicitly allowed
+def checked_address(host: str, port: int) -> str:
+    """Resolve `host` once and return the address to connect to; raises TargetRefused.
+
+    Every address the name resolves to is checked; an internal one (`is_internal`) is refused
+    unless the allow-list names that address literally (`127.0.0.1:9000` for a local
+    receiver). A host that is itself an address literal passed the allow-list already: the
+    operator named it. The caller connects to the returned address and to nothing else
+    (`transport.PinnedBackend`), so a second resolution can never send the request elsewhere.
+    """
+    literal = _literal(host)
+    if literal is not None:
+        if _never_reachable(literal):
+            raise TargetRefused(f"The address {literal} cannot receive webhooks.")
+        return str(literal)
     try:
-        infos = socket.getaddrinfo(host, port or 443, proto=socket.IPPROTO_TCP)
-    except OSError as exc:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError) as exc:
         raise TargetRefused(f"The host {host!r} does not resolve.") from exc
+    addresses: list[Address] = []
     for info in infos:
         address = _literal(str(info[4][0]).split("%", 1)[0])
-        if address is None or _is_internal(address):
+        if address is None:
+            raise TargetRefused(f"The host {host!r} resolves to an unusable address.")
+        if address not in addresses:
+            addresses.append(address)
+    if not addresses:
+        raise TargetRefused(f"The host {host!r} does not resolve.")
+    for address in addresses:
+        if _never_reachable(address) or (
+            is_internal(address) and not is_listed(str(address), port)
+        ):
             raise TargetRefused(f"The host {host!r} resolves to an internal address ({address}).")
+    return str(addresses[0])
 
 
 def _refused_character(path: str) -> str | None:
@@ -189,15 +259,15 @@ def check_action_path(path: str) -> None:
 
 
 def resolve_target(path: str) -> Target:
-    """The URL an action's `path` names, checked again now (raises TargetRefused)."""
-    url = path if is_absolute(path) else relative_url(path)
-    if is_absolute(path):
-        check_resolved(url)
-    scheme, host, port = _host_port(url)
-    return Target(
-        url=url,
-        relative=not is_absolute(path),
-        scheme=scheme,
-        host=host,
-        port=port or _default_port(scheme),
-    )
+    """The URL an action's `path` names, checked again now, with the address an absolute
+    URL's request must connect to (raises TargetRefused)."""
+    if not is_absolute(path):
+        url = relative_url(path)
+        scheme, host, port = _host_port(url)
+        port = port or _default_port(scheme)
+        return Target(url=url, relative=True, scheme=scheme, host=host, port=port, address=None)
+    check_allowed(path)
+    scheme, host, port = _host_port(path)
+    port = port or _default_port(scheme)
+    address = checked_address(host, port)
+    return Target(url=path, relative=False, scheme=scheme, host=host, port=port, address=address)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -33,7 +33,8 @@ class Receiver:
 
     @property
     def host(self) -> str:
-        return f"127.0.0.1:{self.server.server_address[1]}"
+        host, port = self.server.server_address[:2]
+        return f"{host!s}:{port}"
 
     @property
     def url(self) -> str:
@@ -71,20 +72,44 @@ def _handler(receiver_box: list[Receiver]) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def receiver(settings: Any) -> Iterator[Receiver]:
+def _start(host: str, port: int) -> Receiver:
     box: list[Receiver] = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(box))
+    server = ThreadingHTTPServer((host, port), _handler(box))
     server.daemon_threads = True
     box.append(Receiver(server=server))
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
-    settings.SCHEDULE_WEBHOOK_ALLOWED_HOSTS = [box[0].host]
+    return box[0]
+
+
+def _stop(receiver: Receiver) -> None:
+    receiver.server.shutdown()
+    receiver.server.server_close()
+
+
+@pytest.fixture
+def receiver(settings: Any) -> Iterator[Receiver]:
+    started = _start("127.0.0.1", 0)
+    settings.SCHEDULE_WEBHOOK_ALLOWED_HOSTS = [started.host]
     try:
-        yield box[0]
+        yield started
     finally:
-        server.shutdown()
-        server.server_close()
+        _stop(started)
+
+
+@pytest.fixture
+def start_receiver() -> Iterator[Callable[[str, int], Receiver]]:
+    """Start more receivers, on any loopback address (127.0.0.0/8), stopped after the test."""
+    started: list[Receiver] = []
+
+    def start(host: str, port: int = 0) -> Receiver:
+        assert host.startswith("127."), "tests listen on loopback only"
+        started.append(_start(host, port))
+        return started[-1]
+
+    yield start
+    for one in started:
+        _stop(one)
 
 
 def at(minutes: float = 60, seconds: float = 0) -> str:
@@ -126,3 +151,59 @@ def q_sync(monkeypatch: pytest.MonkeyPatch) -> None:
     from django_q.conf import Conf
 
     monkeypatch.setattr(Conf, "SYNC", True)
+
+
+@dataclass
+class ScriptedDns:
+    """Answers for test-only host names: each lookup of a name takes the next answer (the last
+    one repeats). Every other name, and every address literal, goes to the real resolver."""
+
+    answers: dict[str, list[str]] = field(default_factory=dict)
+    lookups: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def scripted_dns(monkeypatch: pytest.MonkeyPatch) -> ScriptedDns:
+    import socket
+
+    dns = ScriptedDns()
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        if name not in dns.answers:
+            return real(host, port, *args, **kwargs)
+        dns.lookups.append(name)
+        queue = dns.answers[name]
+        address = queue.pop(0) if len(queue) > 1 else queue[0]
+        port_number = int(port or 0)
+        if ":" in address:
+            return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", (address, port_number, 0, 0))]
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port_number))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return dns
+
+
+@pytest.fixture
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """A safety net for tests whose scripted DNS names a public address: a TCP connect to
+    anything but loopback is recorded and refused, so no test ever leaves this machine."""
+    import ipaddress
+    import socket
+
+    refused: list[tuple[str, int]] = []
+    real = socket.create_connection
+
+    def create_connection(address: tuple[str, int], *args: Any, **kwargs: Any) -> Any:
+        # Resolve a name the way create_connection would (once, through the possibly scripted
+        # resolver), then connect to that address only if it is loopback.
+        host, port = address[0], int(address[1])
+        resolved = str(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0])
+        if not ipaddress.ip_address(resolved.split("%", 1)[0]).is_loopback:
+            refused.append((resolved, port))
+            raise ConnectionRefusedError(f"test network: {resolved}:{port} is not loopback")
+        return real((resolved, port), *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    return refused
