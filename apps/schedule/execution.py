@@ -19,7 +19,6 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
-from standardwebhooks.webhooks import Webhook
 
 from apps.core.exceptions import InvalidTransition
 from apps.core.models_utils import new_hex_id
@@ -31,6 +30,13 @@ from apps.schedule.models import (
     PlanAttempt,
     PlanKind,
     PlanState,
+)
+from apps.schedule.selfcalls import (
+    ATTEMPT_HEADER,
+    SelfCall,
+    external_signature,
+    self_call_headers,
+    url_target,
 )
 from apps.schedule.services import _life_set_state, _plan_set_state, lease_seconds
 from apps.schedule.targets import TargetRefused, resolve_target
@@ -197,12 +203,15 @@ RESERVED_HEADERS = frozenset(
         "webhook-signature",
         "x-schedule-life-uuid",
         "x-schedule-plan",
+        "x-schedule-attempt",
     }
 )
 
 
 def _request(plan: Plan, life: Life) -> Outcome:
-    """Make one signed HTTP request for `plan` (no redirects); never raises.
+    """Make one signed HTTP request for `plan` (no redirects); never raises. A relative
+    path (the platform itself) gets a one-time self-call signature, an external receiver a
+    Standard Webhooks one (`selfcalls`).
 
     The target is checked again now and an absolute URL's host resolved once: the request
     connects to the address that was checked (`transport.send`)."""
@@ -213,24 +222,41 @@ def _request(plan: Plan, life: Life) -> Outcome:
     except TargetRefused as exc:
         return Outcome(None, f"refused: {exc}", 0.0, "")
     payload, action_headers = _body_text(action)
+    body = payload.encode()
     sent_at = timezone.now()
     headers = [(k, v) for k, v in action_headers.items() if k.lower() not in RESERVED_HEADERS]
-    headers += [
-        ("webhook-id", plan.webhook_id),
-        ("webhook-timestamp", str(int(sent_at.timestamp()))),
-        (
-            "webhook-signature",
-            Webhook(settings.SCHEDULE_WEBHOOK_SECRET).sign(plan.webhook_id, sent_at, payload),
-        ),
-        ("X-Schedule-Life-UUID", life.life_uuid),
-        ("X-Schedule-Plan", plan.kind),
-    ]
+    attempt = plan.attempts_count + 1
+    if target.relative:
+        # The platform's own call: a one-time signature bound to this very request.
+        call = SelfCall(
+            msg_id=plan.webhook_id,
+            timestamp=int(sent_at.timestamp()),
+            method=str(action["method"]),
+            target=url_target(target.url),
+            body=body,
+            life_uuid=life.life_uuid,
+            plan_kind=plan.kind,
+            attempt=attempt,
+        )
+        headers += self_call_headers(call)
+    else:
+        headers += [
+            ("webhook-id", plan.webhook_id),
+            ("webhook-timestamp", str(int(sent_at.timestamp()))),
+            (
+                "webhook-signature",
+                external_signature(msg_id=plan.webhook_id, timestamp=sent_at, body=payload),
+            ),
+            ("X-Schedule-Life-UUID", life.life_uuid),
+            ("X-Schedule-Plan", plan.kind),
+            (ATTEMPT_HEADER, str(attempt)),
+        ]
     try:
         reply = send(
             target=target,
             method=str(action["method"]),
             headers=headers,
-            body=payload.encode(),
+            body=body,
             connect_timeout=float(action.get("connect_timeout") or 5),
             request_timeout=float(action.get("request_timeout") or 30),
             max_body=EXCERPT * 4,

@@ -30,6 +30,8 @@ class Receiver:
     script: list[tuple[int, dict[str, str]]] = field(default_factory=list)
     requests: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Called with each request before it is answered (e.g. a receiver that replays what it got).
+    on_request: Callable[[Received], None] | None = None
 
     @property
     def host(self) -> str:
@@ -49,10 +51,13 @@ def _handler(receiver_box: list[Receiver]) -> type[BaseHTTPRequestHandler]:
             receiver = receiver_box[0]
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
+            received = Received(
+                self.command, self.path, dict(self.headers.items()), body, time.time()
+            )
+            if receiver.on_request is not None:
+                receiver.on_request(received)
             with receiver.lock:
-                receiver.requests.append(
-                    Received(self.command, self.path, dict(self.headers.items()), body, time.time())
-                )
+                receiver.requests.append(received)
                 status, headers = receiver.script.pop(0) if receiver.script else (200, {})
             headers = dict(headers)
             payload = headers.pop("__body__", '{"ok": true}').encode()

@@ -10,16 +10,15 @@ from typing import Any
 
 import httpx
 import pytest
-from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
-from standardwebhooks.webhooks import Webhook
 
 from apps.quotas.models import QuotaPolicy
 from apps.schedule.execution import plan_claim, plan_execute
 from apps.schedule.models import Life, LifeState, Plan, PlanState, TaskRun
+from apps.schedule.selfcalls import SelfCall, self_call_headers
 from tests.schedule.conftest import at
 
 TASKS = "/api/schedule/tasks/"
@@ -158,19 +157,21 @@ def test_a_session_booking_needs_the_csrf_token(user: User) -> None:
 
 
 def _signed(
-    body: str, *, msg_id: str, life_uuid: str, when: dt.datetime | None = None
+    plan: Plan, *, method: str = "GET", target: str = "/api/me/", body: bytes = b"", **changes: Any
 ) -> dict[str, str]:
-    moment = when or timezone.now()
-    return {
-        "webhook-id": msg_id,
-        "webhook-timestamp": str(int(moment.timestamp())),
-        "webhook-signature": Webhook(django_settings.SCHEDULE_WEBHOOK_SECRET).sign(
-            msg_id, moment, body
-        ),
-        "X-Schedule-Life-UUID": life_uuid,
-        "X-Schedule-Plan": "birth",
-        "Content-Type": "application/json",
+    """The headers the executor sends for `plan`'s current attempt (the real signer)."""
+    fields: dict[str, Any] = {
+        "msg_id": plan.webhook_id,
+        "timestamp": int(timezone.now().timestamp()),
+        "method": method,
+        "target": target,
+        "body": body,
+        "life_uuid": plan.life.life_uuid,
+        "plan_kind": plan.kind,
+        "attempt": plan.attempts_count + 1,
+        **changes,
     }
+    return dict(self_call_headers(SelfCall(**fields)))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -178,22 +179,15 @@ def test_webhook_authentication_needs_a_running_plan_and_a_fresh_valid_signature
     user_client: APIClient, platform: str
 ) -> None:
     life_uuid = user_client.get("/api/me/", HTTP_X_SCHEDULE_DATETIME=at(10)).json()["life_uuid"]
-    plan = Plan.objects.get(life__life_uuid=life_uuid)
-    body = "{}"
+    plan = Plan.objects.select_related("life").get(life__life_uuid=life_uuid)
     url = f"{platform}/api/me/"
     # Not executing: refused.
-    headers = _signed(body, msg_id=plan.webhook_id, life_uuid=life_uuid)
-    assert httpx.request("GET", url, content=body, headers=headers).status_code == 401
+    assert httpx.get(url, headers=_signed(plan)).status_code == 401
     Plan.objects.filter(pk=plan.pk).update(state=PlanState.RUNNING)
-    assert httpx.request("GET", url, content=body, headers=headers).status_code == 200
-    forged = {**headers, "webhook-signature": "v1,AAAA"}
-    assert httpx.request("GET", url, content=body, headers=forged).status_code == 401
-    stale = _signed(
-        body,
-        msg_id=plan.webhook_id,
-        life_uuid=life_uuid,
-        when=timezone.now() - dt.timedelta(minutes=10),
-    )
-    assert httpx.request("GET", url, content=body, headers=stale).status_code == 401
-    other_id = _signed(body, msg_id="msg_other", life_uuid=life_uuid)
-    assert httpx.request("GET", url, content=body, headers=other_id).status_code == 401
+    assert httpx.get(url, headers=_signed(plan)).status_code == 200
+    forged = {**_signed(plan), "webhook-signature": "v1,AAAA"}
+    assert httpx.get(url, headers=forged).status_code == 401
+    old = int((timezone.now() - dt.timedelta(minutes=10)).timestamp())
+    assert httpx.get(url, headers=_signed(plan, timestamp=old)).status_code == 401
+    assert httpx.get(url, headers=_signed(plan, msg_id="msg_other")).status_code == 401
+    assert httpx.get(url, headers=_signed(plan, attempt=2)).status_code == 401
