@@ -258,6 +258,8 @@ _cost_limit = env.str("QUOTA_MONTHLY_COST_LIMIT", default="")
 QUOTA_MONTHLY_COST_LIMIT: float | None = float(_cost_limit) if _cost_limit else None
 RESOURCE_CLASS_COSTS = env_mapping("RESOURCE_CLASS_COSTS", "small=1,medium=2,large=4")
 DEFAULT_RESOURCE_CLASS = env.str("DEFAULT_RESOURCE_CLASS", default="medium")
+# Most extra concurrent-job slots a `quota.boost` may grant (per call, and in total per user).
+QUOTA_MAX_BOOST = int(env_number("QUOTA_MAX_BOOST", 100))
 QUOTA_RESERVATION_TTL = env_number("QUOTA_RESERVATION_TTL", 300)
 QUOTA_RESERVATION_MAX_TTL = env_number("QUOTA_RESERVATION_MAX_TTL", 3600)
 IDEMPOTENCY_KEY_TTL_HOURS = env_number("IDEMPOTENCY_KEY_TTL_HOURS", 24)

@@ -48,7 +48,9 @@ def quota_limits(*, policy: QuotaPolicy) -> QuotaLimits:
     """The user's effective limits: the policy's fields, else the settings defaults.
 
     The concurrent limit is the base limit plus the policy's `concurrent_boost` (granted for a
-    period by the schedule topic `quota.boost`). An explicit 0 is a real limit (nothing runs).
+    period by the schedule topic `quota.boost`, at most QUOTA_MAX_BOOST). A base limit of 0 is
+    a real limit (nothing runs) that no boost lifts: an operator who stops a user's jobs is
+    not overridden by a scheduled boost.
     """
     base = policy.max_concurrent_jobs
     if base is None:
@@ -56,11 +58,14 @@ def quota_limits(*, policy: QuotaPolicy) -> QuotaLimits:
     per_day = policy.max_jobs_per_day
     if per_day is None:
         per_day = int(settings.QUOTA_MAX_JOBS_PER_DAY)
+    # Clamped here too: a boost stored before QUOTA_MAX_BOOST existed (or lowered) never counts
+    # beyond it.
+    boost = min(max(0, policy.concurrent_boost), int(settings.QUOTA_MAX_BOOST))
     cost = policy.monthly_cost_limit
     if cost is None and settings.QUOTA_MONTHLY_COST_LIMIT is not None:
         cost = float(settings.QUOTA_MONTHLY_COST_LIMIT)
     return QuotaLimits(
-        max_concurrent_jobs=max(0, base + policy.concurrent_boost),
+        max_concurrent_jobs=0 if base <= 0 else base + boost,
         max_jobs_per_day=per_day,
         monthly_cost_limit=cost,
     )

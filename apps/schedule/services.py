@@ -44,6 +44,7 @@ from apps.schedule.models import (
     ScheduleType,
 )
 from apps.schedule.selectors import life_get
+from apps.schedule.task_runs import life_topic_calls_check
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,15 @@ def _check_no_conflict(
         )
 
 
+def _check_topic_calls(*, user: AbstractBaseUser, spec: LifeSpec) -> None:
+    life_topic_calls_check(
+        user=user,
+        schedule_type=spec.schedule_type,
+        birth_action=spec.birth_action,
+        death_action=spec.death_action,
+    )
+
+
 def _same_or_exists(existing: Life, user: AbstractBaseUser, fingerprint: str) -> BookResult:
     if existing.owner_id == user.pk and existing.fingerprint == fingerprint:
         return BookResult(life=existing, created=False)
@@ -129,8 +139,10 @@ def life_book(
     """Book a Life and its plans (Standby).
 
     Idempotent on `life_uuid`: the same owner and the same booking returns the existing Life
-    (`created=False`); anything else under that uuid raises LifeExists. Then raises TooLate
-    (406) and ResourceConflict (409), in that order. Locks the resource row, so two racing
+    (`created=False`); anything else under that uuid raises LifeExists. Then raises
+    PermissionDenied (403) / InvalidSchedule (400) for task-topic calls the user may not book
+    (`task_runs.life_topic_calls_check`), TooLate (406) and ResourceConflict (409), in that
+    order. Locks the resource row, so two racing
     bookings of one resource never both succeed (exclusion constraint too on PostgreSQL).
     """
     now = now or timezone.now()
@@ -139,6 +151,7 @@ def life_book(
     existing = Life.objects.filter(life_uuid=uuid).first()
     if existing is not None:
         return _same_or_exists(existing, user, fingerprint)
+    _check_topic_calls(user=user, spec=spec)
     times = {"birth_time": spec.birth_time}
     if spec.death_time is not None:
         times["death_time"] = spec.death_time
@@ -303,6 +316,7 @@ def life_change(
         if value is not None:
             merged[f"{kind}_action"] = value
     spec = life_spec_build(merged)
+    _check_topic_calls(user=user, spec=spec)
     changed: dict[str, bool] = {
         PlanKind.BIRTH: spec.birth_time != current.birth_time
         or spec.birth_action != current.birth_action,

@@ -250,6 +250,15 @@ def relative_url(path: str) -> str:
     return url
 
 
+def route_name(path: str) -> str | None:
+    """The URL name of the platform route a relative action path calls; None for an absolute
+    URL. Raises TargetRefused for a relative path that is not an API route."""
+    if is_absolute(path):
+        return None
+    check_relative(path)
+    return resolve(unquote(urlsplit(path).path)).url_name
+
+
 def check_action_path(path: str) -> None:
     """Booking-time check of an action's `path`, relative or absolute. Raises TargetRefused."""
     if is_absolute(path):

@@ -15,13 +15,13 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from apps.quotas.models import QuotaPolicy
+from apps.quotas.models import Reservation
 from apps.schedule.execution import plan_claim, plan_execute
-from apps.schedule.models import Life, LifeState, Plan, PlanState, TaskRun
+from apps.schedule.models import Life, LifeState, Plan, PlanState
 from apps.schedule.selfcalls import SelfCall, self_call_headers
 from tests.schedule.conftest import at
 
-TASKS = "/api/schedule/tasks/"
+RESERVATIONS = "/api/quotas/reservations/"
 
 
 def fire(life_uuid: str) -> Plan:
@@ -43,23 +43,20 @@ def platform(live_server: Any, settings: Any) -> str:
 def test_a_scheduled_request_is_replayed_as_its_owner(
     user: User, user_client: APIClient, platform: str
 ) -> None:
-    body = {"topic": "quota.boost", "content": {"concurrent": 2}}
+    body = {"ttl_seconds": 120}
     response = user_client.post(
-        f"{TASKS}?source=header", body, format="json", HTTP_X_SCHEDULE_DATETIME=at(30)
+        f"{RESERVATIONS}?source=header", body, format="json", HTTP_X_SCHEDULE_DATETIME=at(30)
     )
     assert response.status_code == HTTPStatus.ACCEPTED
     life_uuid = response.json()["life_uuid"]
-    assert TaskRun.objects.count() == 0
+    assert Reservation.objects.count() == 0
     plan = fire(life_uuid)
     assert plan.state == PlanState.DONE
     attempt = plan.attempts.get()
-    assert attempt.status_code == HTTPStatus.ACCEPTED
-    assert "quota.boost" in attempt.response_excerpt
-    run = TaskRun.objects.get()
-    assert run.owner == user
-    assert run.key == plan.webhook_id
-    assert run.state == TaskRun.State.DONE
-    assert QuotaPolicy.objects.get(user=user).concurrent_boost == 2
+    assert attempt.status_code == HTTPStatus.CREATED
+    reservation = Reservation.objects.get()
+    assert reservation.user == user
+    assert json.loads(attempt.response_excerpt)["reservation_id"] == reservation.pk
     assert Life.objects.get(life_uuid=life_uuid).state == LifeState.DEAD
 
 
@@ -137,16 +134,16 @@ def test_schedules_endpoint_itself_ignores_the_header(user_client: APIClient) ->
 def test_a_session_booking_needs_the_csrf_token(user: User) -> None:
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
-    body = json.dumps({"topic": "quota.boost", "content": {"concurrent": 1}})
+    body = json.dumps({"ttl_seconds": 60})
     forged = client.post(
-        TASKS, body, content_type="application/json", HTTP_X_SCHEDULE_DATETIME=at(10)
+        RESERVATIONS, body, content_type="application/json", HTTP_X_SCHEDULE_DATETIME=at(10)
     )
     assert forged.status_code == HTTPStatus.FORBIDDEN
     assert Life.objects.count() == 0
     client.get("/admin/login/")  # sets the csrftoken cookie
     token = client.cookies["csrftoken"].value
     ok = client.post(
-        TASKS,
+        RESERVATIONS,
         body,
         content_type="application/json",
         HTTP_X_SCHEDULE_DATETIME=at(10),
