@@ -235,12 +235,17 @@ class QuotaStatus:
     monthly_cost_limit: float | None
     cost_this_month: float
     warnings: list[str]
+    active_lives: int
+    max_lives: int
 
 
 def quota_status(
     *, user: AbstractBaseUser | AnonymousUser, now: dt.datetime | None = None
 ) -> QuotaStatus:
-    """The user's limits and usage now (GET /api/quotas/me/); no lock, no write."""
+    """The user's limits and usage now (GET /api/quotas/me/); no lock, no write. Includes the
+    schedule's cap on unfinished Lives (SCHEDULE_MAX_LIVES_PER_USER), enforced at booking."""
+    from apps.schedule.selectors import life_living_count
+
     moment = now or timezone.now()
     limits = quota_limits(policy=quota_policy_get(user=user))
     usage = quota_usage(user_id=user_pk(user), now=moment)
@@ -259,4 +264,6 @@ def quota_status(
             jobs_last_24h=usage.jobs_last_24h,
             cost=usage.cost_this_month,
         ),
+        active_lives=life_living_count(user_id=user_pk(user)),
+        max_lives=int(settings.SCHEDULE_MAX_LIVES_PER_USER),
     )

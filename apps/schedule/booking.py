@@ -111,6 +111,11 @@ def normalize_action(action: dict[str, Any], errors: list[str]) -> dict[str, Any
     path = str(normalized["path"])
     if contains_nul(normalized):
         errors.append("NUL characters are not allowed.")
+    limit = float(settings.SCHEDULE_ACTION_MAX_SECONDS)
+    for name in ("connect_timeout", "request_timeout"):
+        value = normalized.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > limit:
+            errors.append(f"{name} may be at most SCHEDULE_ACTION_MAX_SECONDS ({limit:g} s).")
     if not errors:
         try:
             check_action_path(path)

@@ -251,14 +251,19 @@ def _request(plan: Plan, life: Life) -> Outcome:
             ("X-Schedule-Plan", plan.kind),
             (ATTEMPT_HEADER, str(attempt)),
         ]
+    connect_timeout = float(action.get("connect_timeout") or 5)
+    request_timeout = float(action.get("request_timeout") or 30)
     try:
         reply = send(
             target=target,
             method=str(action["method"]),
             headers=headers,
             body=body,
-            connect_timeout=float(action.get("connect_timeout") or 5),
-            request_timeout=float(action.get("request_timeout") or 30),
+            connect_timeout=connect_timeout,
+            request_timeout=request_timeout,
+            max_seconds=min(
+                connect_timeout + request_timeout, float(settings.SCHEDULE_ACTION_MAX_SECONDS)
+            ),
             max_body=EXCERPT * 4,
         )
     except TRANSPORT_ERRORS as exc:

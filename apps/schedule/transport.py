@@ -15,16 +15,22 @@ header and an `sni_hostname`, would also pin the address, but the pool would the
 the IP, and a kept-alive TLS connection made for one name could be reused for another name on
 the same address without its certificate ever being checked. A connect the executor did not
 route (no route, another host or port) is refused, never resolved on its own.
+
+Bounded time: each request has a deadline (SCHEDULE_ACTION_MAX_SECONDS at most) that bounds
+every connect, read and write of its connection, so a receiver that trickles its answer cannot
+hold a plan thread longer than that; and at most `max_body` bytes of the answer are read.
 """
 
 from __future__ import annotations
 
 import contextvars
 import os
+import ssl
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpcore
 import httpx
@@ -36,11 +42,13 @@ from apps.schedule.targets import Target
 class Route:
     """Where the connection of the current request may go: `address` (an IP literal the
     target check approved), or by name to `host` when `address` is None (the platform's own
-    SCHEDULE_WEBHOOK_BASE_URL, which the operator configures)."""
+    SCHEDULE_WEBHOOK_BASE_URL, which the operator configures); and `deadline`
+    (`time.monotonic()`) by which every connect, read and write of the request must be done."""
 
     host: str
     port: int
     address: str | None
+    deadline: float
 
 
 _ROUTE: contextvars.ContextVar[Route | None] = contextvars.ContextVar(
@@ -56,6 +64,48 @@ TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
     httpcore.ConnectionNotAvailable,
     OSError,
 )
+
+
+def _bounded(timeout: float | None, error: type[Exception]) -> float | None:
+    """`timeout` cut to what is left of the current request's deadline; raises `error` once
+    it has passed. httpcore's timeouts apply to each read or write on its own, so a receiver
+    that sends one byte per read timeout could otherwise hold a thread for ever."""
+    route = _ROUTE.get()
+    if route is None:
+        return timeout
+    remaining = route.deadline - time.monotonic()
+    if remaining <= 0:
+        raise error("the attempt's time limit (SCHEDULE_ACTION_MAX_SECONDS) has passed")
+    return remaining if timeout is None else min(timeout, remaining)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every operation ends by its request's deadline (looked up at each
+    call: a kept-alive connection serves later requests with their own deadlines)."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _bounded(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        bounded = _bounded(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, bounded))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
 
 
 class PinnedBackend(httpcore.NetworkBackend):
@@ -75,13 +125,14 @@ class PinnedBackend(httpcore.NetworkBackend):
         route = _ROUTE.get()
         if route is None or (host.lower(), port) != (route.host, route.port):
             raise httpcore.ConnectError(f"no checked address to connect {host}:{port} to")
-        return self._inner.connect_tcp(
+        stream = self._inner.connect_tcp(
             route.address or route.host,
             port,
-            timeout=timeout,
+            timeout=_bounded(timeout, httpcore.ConnectTimeout),
             local_address=local_address,
             socket_options=socket_options,
         )
+        return _DeadlineStream(stream)
 
     def connect_unix_socket(
         self,
@@ -153,17 +204,21 @@ def send(
     body: bytes,
     connect_timeout: float,
     request_timeout: float,
+    max_seconds: float,
     max_body: int,
 ) -> Reply:
     """One request to `target`, connected to `target.address` (or by name for the platform's
-    own base URL); reads at most `max_body` bytes of the response. Raises TRANSPORT_ERRORS."""
+    own base URL); reads at most `max_body` bytes of the response. The whole request (connect,
+    send, response) ends within `max_seconds`, however slowly the receiver answers. Raises
+    TRANSPORT_ERRORS."""
     wire, host = wire_target(target.url)
-    route = Route(host=host, port=target.port, address=target.address)
+    deadline = time.monotonic() + max_seconds
+    route = Route(host=host, port=target.port, address=target.address, deadline=deadline)
     timeouts = {
-        "connect": connect_timeout,
-        "read": request_timeout,
-        "write": request_timeout,
-        "pool": connect_timeout,
+        "connect": min(connect_timeout, max_seconds),
+        "read": min(request_timeout, max_seconds),
+        "write": min(request_timeout, max_seconds),
+        "pool": min(connect_timeout, max_seconds),
     }
     with (
         _routed(route),

@@ -50,3 +50,9 @@ class QuotaMeOutputSerializer(serializers.Serializer[Any]):
     monthly_cost_limit = serializers.FloatField(allow_null=True)
     cost_this_month = serializers.FloatField()
     warnings = serializers.ListField(child=serializers.CharField())
+    active_lives = serializers.IntegerField(
+        help_text="Your schedule Lives that are not finished (not Dead, not Stillbirth)."
+    )
+    max_lives = serializers.IntegerField(
+        help_text="At most this many (SCHEDULE_MAX_LIVES_PER_USER); beyond, 429 too_many_lives."
+    )
