@@ -68,7 +68,7 @@ class ScheduleWebhookAuthentication(BaseAuthentication):
                 signatures=django_request.headers.get("webhook-signature", ""),
                 now=timezone.now(),
             )
-        except (SignatureInvalid, RawPostDataException, OverflowError, ValueError) as exc:
+        except (SignatureInvalid, RawPostDataException, OverflowError, OSError, ValueError) as exc:
             raise exceptions.AuthenticationFailed("Invalid schedule webhook signature.") from exc
         plan = (
             Plan.objects.select_related("life__owner")

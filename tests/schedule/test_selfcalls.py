@@ -201,3 +201,29 @@ def test_cleanup_deletes_used_signatures_once_they_cannot_match(user: User) -> N
         call_command("cleanup", "--only", "schedule", stdout=out)
     assert ConsumedSignature.objects.count() == 0
     assert "1 used self-call signature" in out.getvalue()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"webhook-timestamp": "9" * 40, "X-Schedule-Attempt": "1"},
+        {"webhook-timestamp": "-99999999999999", "X-Schedule-Attempt": "1"},
+        {"webhook-timestamp": "soon", "X-Schedule-Attempt": "1"},
+        {"webhook-timestamp": "1", "X-Schedule-Attempt": "first"},
+        {},
+    ],
+)
+def test_malformed_self_call_headers_are_401_never_500(
+    api_client: Any, headers: dict[str, str]
+) -> None:
+    sent = {
+        "webhook-id": "msg_x",
+        "webhook-signature": "v1,AAAA",
+        "X-Schedule-Life-UUID": "0" * 32,
+        "X-Schedule-Plan": "birth",
+        **headers,
+    }
+    response = api_client.get("/api/me/", headers=sent)
+    assert response.status_code == HTTPStatus.UNAUTHORIZED
+    assert response.json()["code"] == "authentication_failed"
