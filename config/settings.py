@@ -290,6 +290,8 @@ _cost_limit = env.str("QUOTA_MONTHLY_COST_LIMIT", default="")
 QUOTA_MONTHLY_COST_LIMIT: float | None = float(_cost_limit) if _cost_limit else None
 RESOURCE_CLASS_COSTS = env_mapping("RESOURCE_CLASS_COSTS", "small=1,medium=2,large=4")
 DEFAULT_RESOURCE_CLASS = env.str("DEFAULT_RESOURCE_CLASS", default="medium")
+# Most extra concurrent-job slots a `quota.boost` may grant (per call, and in total per user).
+QUOTA_MAX_BOOST = int(env_number("QUOTA_MAX_BOOST", 100))
 QUOTA_RESERVATION_TTL = env_number("QUOTA_RESERVATION_TTL", 300)
 QUOTA_RESERVATION_MAX_TTL = env_number("QUOTA_RESERVATION_MAX_TTL", 3600)
 IDEMPOTENCY_KEY_TTL_HOURS = env_number("IDEMPOTENCY_KEY_TTL_HOURS", 24)
@@ -347,6 +349,11 @@ EXECUTION_RETRY_CODES = [
     int(code)
     for code in env.list("EXECUTION_RETRY_CODES", default=["500", "502", "503", "504", "599"])
 ]
+# Lives not yet Dead/Stillbirth a user may hold (429 too_many_lives beyond).
+SCHEDULE_MAX_LIVES_PER_USER = int(env_number("SCHEDULE_MAX_LIVES_PER_USER", 1000))
+# Hard limit (s) on one action attempt, connect to last byte read, whatever its timeouts say:
+# one user's slow receivers can hold a plan thread no longer than this per attempt.
+SCHEDULE_ACTION_MAX_SECONDS = env_number("SCHEDULE_ACTION_MAX_SECONDS", 30)
 SCHEDULE_TIMEZONE = env.str("SCHEDULE_TIMEZONE", default=TIME_ZONE)
 SCHEDULE_WEBHOOK_BASE_URL = env.str("SCHEDULE_WEBHOOK_BASE_URL", default="http://127.0.0.1:8000")
 SCHEDULE_WEBHOOK_ALLOWED_HOSTS = env.list("SCHEDULE_WEBHOOK_ALLOWED_HOSTS", default=[])

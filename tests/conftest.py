@@ -63,7 +63,7 @@ def _close_webhook_connections() -> Iterator[None]:
     dropped while a thread holds a connection to it)."""
     yield
     from apps.schedule.batch import plan_executor_shutdown
-    from apps.schedule.execution import http_clients_close
+    from apps.schedule.transport import http_clients_close
 
     plan_executor_shutdown()
     http_clients_close()

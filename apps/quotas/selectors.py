@@ -50,7 +50,9 @@ def quota_limits(*, policy: QuotaPolicy) -> QuotaLimits:
     """The user's effective limits: the policy's fields, else the settings defaults.
 
     The concurrent limit is the base limit plus the policy's `concurrent_boost` (granted for a
-    period by the schedule topic `quota.boost`). An explicit 0 is a real limit (nothing runs).
+    period by the schedule topic `quota.boost`, at most QUOTA_MAX_BOOST). A base limit of 0 is
+    a real limit (nothing runs) that no boost lifts: an operator who stops a user's jobs is
+    not overridden by a scheduled boost.
     """
     base = policy.max_concurrent_jobs
     if base is None:
@@ -58,6 +60,9 @@ def quota_limits(*, policy: QuotaPolicy) -> QuotaLimits:
     per_day = policy.max_jobs_per_day
     if per_day is None:
         per_day = int(settings.QUOTA_MAX_JOBS_PER_DAY)
+    # Clamped here too: a boost stored before QUOTA_MAX_BOOST existed (or lowered) never counts
+    # beyond it.
+    boost = min(max(0, policy.concurrent_boost), int(settings.QUOTA_MAX_BOOST))
     cost = policy.monthly_cost_limit
     if cost is None and settings.QUOTA_MONTHLY_COST_LIMIT is not None:
         cost = float(settings.QUOTA_MONTHLY_COST_LIMIT)
@@ -65,7 +70,7 @@ def quota_limits(*, policy: QuotaPolicy) -> QuotaLimits:
     if storage is None:
         storage = int(settings.QUOTA_MAX_STORAGE_BYTES)
     return QuotaLimits(
-        max_concurrent_jobs=max(0, base + policy.concurrent_boost),
+        max_concurrent_jobs=0 if base <= 0 else base + boost,
         max_jobs_per_day=per_day,
         monthly_cost_limit=cost,
         max_storage_bytes=storage,
@@ -257,12 +262,17 @@ class QuotaStatus:
     storage_bytes: int
     max_storage_bytes: int
     warnings: list[str]
+    active_lives: int
+    max_lives: int
 
 
 def quota_status(
     *, user: AbstractBaseUser | AnonymousUser, now: dt.datetime | None = None
 ) -> QuotaStatus:
-    """The user's limits and usage now (GET /api/quotas/me/); no lock, no write."""
+    """The user's limits and usage now (GET /api/quotas/me/); no lock, no write. Includes the
+    schedule's cap on unfinished Lives (SCHEDULE_MAX_LIVES_PER_USER), enforced at booking."""
+    from apps.schedule.selectors import life_living_count
+
     moment = now or timezone.now()
     limits = quota_limits(policy=quota_policy_get(user=user))
     usage = quota_usage(user_id=user_pk(user), now=moment)
@@ -283,4 +293,6 @@ def quota_status(
             jobs_last_24h=usage.jobs_last_24h,
             cost=usage.cost_this_month,
         ),
+        active_lives=life_living_count(user_id=user_pk(user)),
+        max_lives=int(settings.SCHEDULE_MAX_LIVES_PER_USER),
     )

@@ -62,12 +62,15 @@ def quota_policy_lock(*, user: AbstractBaseUser) -> QuotaPolicy:
 def quota_policy_adjust(*, user: AbstractBaseUser, concurrent_delta: int) -> QuotaPolicy:
     """Add `concurrent_delta` (may be negative) to the user's concurrent-job boost.
 
-    Used by the schedule topics `quota.boost` / `quota.restore`. Locked read-modify-write, so
-    concurrent adjustments never lose one. The boost never goes below zero.
+    Used by the staff-only schedule topics `quota.boost` / `quota.restore`. Locked
+    read-modify-write, so concurrent adjustments never lose one. The boost stays within
+    0..QUOTA_MAX_BOOST (clamped): however many boosts overlap, a user never gets more than
+    QUOTA_MAX_BOOST extra slots.
     """
     with transaction.atomic():
         policy = quota_policy_lock(user=user)
-        policy.concurrent_boost = max(0, policy.concurrent_boost + concurrent_delta)
+        boosted = policy.concurrent_boost + concurrent_delta
+        policy.concurrent_boost = min(max(0, boosted), int(settings.QUOTA_MAX_BOOST))
         policy.save(update_fields=["concurrent_boost", "updated_at"])
     return policy
 

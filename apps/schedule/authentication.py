@@ -1,25 +1,58 @@
 """Authenticate the platform's own scheduled calls as the Life's owner.
 
-A request carrying `X-Schedule-Life-UUID` must have a valid Standard Webhooks signature (HMAC
-with SCHEDULE_WEBHOOK_SECRET over the body), a timestamp within five minutes, and name a Life
-whose plan (`X-Schedule-Plan`) is Running right now with that `webhook-id`. Then the request
-runs as the Life's owner, with the owner's permissions checked by the view as usual.
+A request carrying `X-Schedule-Life-UUID` must carry a self-call signature (`selfcalls`: the
+derived self-call key over method, path with query, body, Life, plan and attempt) with a
+timestamp within five minutes, name a Life whose plan (`X-Schedule-Plan`) is Running right now
+with that `webhook-id` and that attempt (`X-Schedule-Attempt`), and not have been used before
+(recorded once in `ConsumedSignature`). Then the request runs as the Life's owner, with the
+owner's permissions checked by the view as usual. A receiver's Standard Webhooks headers,
+replayed here, are refused: they are signed with another key over other content.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
+from django.http.request import RawPostDataException
+from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
-from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from apps.schedule.models import Plan, PlanState
+from apps.schedule.selfcalls import (
+    ATTEMPT_HEADER,
+    SelfCall,
+    SignatureInvalid,
+    SignatureReplayed,
+    self_call_verify,
+    signature_consume,
+)
 
 LIFE_HEADER = "X-Schedule-Life-UUID"
+
+
+def _self_call(request: Any, life_uuid: str) -> SelfCall:
+    """What the request's headers claim, to be checked against its signature. The path is
+    Django's (already percent-decoded, as `selfcalls.canonical_target` decodes the sender's)."""
+    headers = request.headers
+    try:
+        timestamp = int(headers.get("webhook-timestamp", ""))
+        attempt = int(headers.get(ATTEMPT_HEADER, ""))
+    except ValueError as exc:
+        raise SignatureInvalid("Missing or malformed webhook timestamp or attempt.") from exc
+    query = request.META.get("QUERY_STRING", "")
+    return SelfCall(
+        msg_id=headers.get("webhook-id", ""),
+        timestamp=timestamp,
+        method=request.method or "",
+        target=request.path + (f"?{query}" if query else ""),
+        body=request.body,
+        life_uuid=life_uuid,
+        plan_kind=headers.get("X-Schedule-Plan", ""),
+        attempt=attempt,
+    )
 
 
 class ScheduleWebhookAuthentication(BaseAuthentication):
@@ -28,30 +61,35 @@ class ScheduleWebhookAuthentication(BaseAuthentication):
         life_uuid = django_request.headers.get(LIFE_HEADER)
         if not life_uuid:
             return None
-        headers = {
-            name: django_request.headers.get(name, "")
-            for name in ("webhook-id", "webhook-timestamp", "webhook-signature")
-        }
         try:
-            body = django_request.body.decode("utf-8")
-            Webhook(settings.SCHEDULE_WEBHOOK_SECRET).verify(body, headers, json_parse=False)
-        except (WebhookVerificationError, UnicodeDecodeError, ValueError) as exc:
+            call = _self_call(django_request, life_uuid)
+            signature = self_call_verify(
+                call=call,
+                signatures=django_request.headers.get("webhook-signature", ""),
+                now=timezone.now(),
+            )
+        except (SignatureInvalid, RawPostDataException, OverflowError, OSError, ValueError) as exc:
             raise exceptions.AuthenticationFailed("Invalid schedule webhook signature.") from exc
         plan = (
             Plan.objects.select_related("life__owner")
             .filter(
                 life__life_uuid=life_uuid,
-                kind=django_request.headers.get("X-Schedule-Plan", ""),
-                webhook_id=headers["webhook-id"],
+                kind=call.plan_kind,
+                webhook_id=call.msg_id,
                 state=PlanState.RUNNING,
+                attempts_count=call.attempt - 1,
             )
             .first()
         )
         if plan is None:
-            raise exceptions.AuthenticationFailed("No Life is executing this plan.")
+            raise exceptions.AuthenticationFailed("No Life is executing this plan attempt.")
         owner = plan.life.owner
         if not owner.is_active:
             raise exceptions.AuthenticationFailed("The Life's owner is inactive.")
+        try:
+            signature_consume(plan=plan, attempt=call.attempt, signature=signature)
+        except SignatureReplayed as exc:
+            raise exceptions.AuthenticationFailed(str(exc)) from exc
         return owner, plan
 
     def authenticate_header(self, request: Request) -> str:
@@ -69,6 +107,7 @@ class ScheduleWebhookAuthenticationScheme(OpenApiAuthenticationExtension):
             "type": "apiKey",
             "in": "header",
             "name": "webhook-signature",
-            "description": "Standard Webhooks signature of the platform's own scheduled calls "
-            "(with webhook-id, webhook-timestamp and X-Schedule-Life-UUID).",
+            "description": "One-time signature of the platform's own scheduled calls (with "
+            "webhook-id, webhook-timestamp, X-Schedule-Life-UUID, X-Schedule-Plan and "
+            "X-Schedule-Attempt).",
         }

@@ -8,6 +8,11 @@ checks it before each plan with `close_old_connections()`: only a broken, obsole
 CONN_MAX_AGE) or mid-transaction connection is closed and reopened. The webhook calls share the
 process's pooled HTTP client (keep-alive per host). `plan_executor_shutdown()` ends the threads
 and closes their connections (tests, a clean process exit).
+
+Fairness: a worker process runs one django-q2 task at a time, so at most BATCH_THREADS plans
+run at once per process; each attempt ends within SCHEDULE_ACTION_MAX_SECONDS however slowly
+its receiver answers, and a batch hands its plans to the threads round-robin by owner, so one
+owner's many slow plans never queue ahead of the other owners' plans of the batch.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from functools import partial
 from django.db import close_old_connections, connections
 
 from apps.schedule.execution import plan_run, plans_start
+from apps.schedule.models import Plan
 
 logger = logging.getLogger(__name__)
 BATCH_THREADS = 4  # 4 workers x 4 threads beat x 8 on 2 cores: less GIL and fewer connections
@@ -99,17 +105,34 @@ def plan_executor_shutdown() -> None:
         pool.shutdown()
 
 
+def _fair_order(started: dict[int, Plan]) -> list[Plan]:
+    """The plans round-robin by owner (in their order within each owner): the pool's threads
+    take them first come, first served, so one owner's many plans never queue ahead of
+    everyone else's; each owner gets a thread in the first round."""
+    by_owner: dict[int, list[Plan]] = {}
+    for plan in started.values():
+        by_owner.setdefault(plan.life.owner_id, []).append(plan)
+    queues = list(by_owner.values())
+    order: list[Plan] = []
+    while queues:
+        order.extend(queue.pop(0) for queue in queues)
+        queues = [queue for queue in queues if queue]
+    return order
+
+
 def plan_execute_batch(*, items: list[tuple[int, str]]) -> list[str]:
     """Deliver several armed plans ((plan_id, arm token) pairs) due at the same moment: start
     them all with one UPDATE and one SELECT (`plans_start`, in the calling thread), then run
-    the started ones up to BATCH_THREADS at once on this process's persistent threads. Same
+    the started ones up to BATCH_THREADS at once on this process's persistent threads, taken
+    round-robin by owner (`_fair_order`); each attempt ends within SCHEDULE_ACTION_MAX_SECONDS
+    (`transport.send`), so a slow receiver holds a thread at most that long per attempt. Same
     exactly-once guarantee per plan ("skipped" for a plan another delivery runs); a plan that
     raises is logged and reported as "error"."""
     started = plans_start(items=items)
     if len(started) <= 1:
         return [plan_run(started[pid]) if pid in started else "skipped" for pid, _ in items]
     pool = _pool()
-    futures = {plan_id: pool.submit(partial(plan_run, plan)) for plan_id, plan in started.items()}
+    futures = {plan.pk: pool.submit(partial(plan_run, plan)) for plan in _fair_order(started)}
     results = []
     for plan_id, _ in items:
         future = futures.get(plan_id)

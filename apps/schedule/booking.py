@@ -17,7 +17,7 @@ from django.conf import settings
 
 from apps.schedule.exceptions import InvalidSchedule
 from apps.schedule.models import ScheduleType
-from apps.schedule.targets import TargetRefused, check_allowed, is_absolute
+from apps.schedule.targets import TargetRefused, check_action_path
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 ACTION_DEFAULTS: dict[str, Any] = {
@@ -101,7 +101,9 @@ def contains_nul(value: Any) -> bool:
 
 
 def normalize_action(action: dict[str, Any], errors: list[str]) -> dict[str, Any]:
-    """Fill defaults; refuse an absolute URL whose host is not allowed. Appends to `errors`."""
+    """Fill defaults; refuse a target the platform may not call (`targets.check_action_path`:
+    a relative path that is not an API route of the platform, an absolute URL whose host is
+    not allowed). Appends to `errors`."""
     normalized = {**ACTION_DEFAULTS, **{k: v for k, v in action.items() if v is not None}}
     normalized["method"] = str(normalized["method"]).upper()
     normalized["headers"] = dict(normalized.get("headers") or {})
@@ -109,13 +111,16 @@ def normalize_action(action: dict[str, Any], errors: list[str]) -> dict[str, Any
     path = str(normalized["path"])
     if contains_nul(normalized):
         errors.append("NUL characters are not allowed.")
-    if is_absolute(path):
+    limit = float(settings.SCHEDULE_ACTION_MAX_SECONDS)
+    for name in ("connect_timeout", "request_timeout"):
+        value = normalized.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > limit:
+            errors.append(f"{name} may be at most SCHEDULE_ACTION_MAX_SECONDS ({limit:g} s).")
+    if not errors:
         try:
-            check_allowed(path)
+            check_action_path(path)
         except TargetRefused as exc:
             errors.append(str(exc))
-    elif not path.startswith("/"):
-        errors.append("A relative path must start with '/'.")
     return normalized
 
 

@@ -39,3 +39,9 @@ class PlanStarted(DomainError):
 class UnknownTopic(InvalidRequest):
     code = "unknown_topic"
     default_message = "No task handler is registered for this topic."
+
+
+class TooManyLives(DomainError):
+    code = "too_many_lives"
+    http_status = HTTPStatus.TOO_MANY_REQUESTS
+    default_message = "Too many Lives that are not finished yet."

@@ -11,17 +11,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
-from standardwebhooks.webhooks import Webhook
 
 from apps.core.exceptions import InvalidTransition
 from apps.core.models_utils import new_hex_id
@@ -34,8 +31,16 @@ from apps.schedule.models import (
     PlanKind,
     PlanState,
 )
+from apps.schedule.selfcalls import (
+    ATTEMPT_HEADER,
+    SelfCall,
+    external_signature,
+    self_call_headers,
+    url_target,
+)
 from apps.schedule.services import _life_set_state, _plan_set_state, lease_seconds
 from apps.schedule.targets import TargetRefused, resolve_target
+from apps.schedule.transport import TRANSPORT_ERRORS, send
 
 logger = logging.getLogger(__name__)
 CONNECTION_ERROR = 599
@@ -186,68 +191,90 @@ def _body_text(action: dict[str, Any]) -> tuple[str, dict[str, str]]:
     return json.dumps(body), headers
 
 
-_CLIENTS: dict[int, httpx.Client] = {}
-
-
-def _client() -> httpx.Client:
-    """One pooled client per worker process (never shared across a fork); never follows
-    redirects and ignores proxy variables from the environment."""
-    pid = os.getpid()
-    client = _CLIENTS.get(pid)
-    if client is None:
-        _CLIENTS.clear()
-        client = _CLIENTS[pid] = httpx.Client(follow_redirects=False, trust_env=False)
-    return client
-
-
-def http_clients_close() -> None:
-    """Close the pooled client(s) and their keep-alive connections (process shutdown, tests)."""
-    while _CLIENTS:
-        _, client = _CLIENTS.popitem()
-        client.close()
+# Headers the platform sets itself; an action's own headers never override them.
+RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "x-schedule-life-uuid",
+        "x-schedule-plan",
+        "x-schedule-attempt",
+    }
+)
 
 
 def _request(plan: Plan, life: Life) -> Outcome:
-    """Make one signed HTTP request for `plan` (no redirects); never raises."""
+    """Make one signed HTTP request for `plan` (no redirects); never raises. A relative
+    path (the platform itself) gets a one-time self-call signature, an external receiver a
+    Standard Webhooks one (`selfcalls`).
+
+    The target is checked again now and an absolute URL's host resolved once: the request
+    connects to the address that was checked (`transport.send`)."""
     action = plan.action
     started = time.monotonic()
     try:
         target = resolve_target(str(action["path"]))
     except TargetRefused as exc:
         return Outcome(None, f"refused: {exc}", 0.0, "")
-    payload, headers = _body_text(action)
+    payload, action_headers = _body_text(action)
+    body = payload.encode()
     sent_at = timezone.now()
-    headers.update(
-        {
-            "webhook-id": plan.webhook_id,
-            "webhook-timestamp": str(int(sent_at.timestamp())),
-            "webhook-signature": Webhook(settings.SCHEDULE_WEBHOOK_SECRET).sign(
-                plan.webhook_id, sent_at, payload
-            ),
-            "X-Schedule-Life-UUID": life.life_uuid,
-            "X-Schedule-Plan": plan.kind,
-        }
-    )
-    timeout = httpx.Timeout(
-        float(action.get("request_timeout") or 30),
-        connect=float(action.get("connect_timeout") or 5),
-    )
-    try:
-        response = _client().request(
-            str(action["method"]),
-            target.url,
-            content=payload.encode(),
-            headers=headers,
-            timeout=timeout,
+    headers = [(k, v) for k, v in action_headers.items() if k.lower() not in RESERVED_HEADERS]
+    attempt = plan.attempts_count + 1
+    if target.relative:
+        # The platform's own call: a one-time signature bound to this very request.
+        call = SelfCall(
+            msg_id=plan.webhook_id,
+            timestamp=int(sent_at.timestamp()),
+            method=str(action["method"]),
+            target=url_target(target.url),
+            body=body,
+            life_uuid=life.life_uuid,
+            plan_kind=plan.kind,
+            attempt=attempt,
         )
-    except httpx.HTTPError as exc:
+        headers += self_call_headers(call)
+    else:
+        headers += [
+            ("webhook-id", plan.webhook_id),
+            ("webhook-timestamp", str(int(sent_at.timestamp()))),
+            (
+                "webhook-signature",
+                external_signature(msg_id=plan.webhook_id, timestamp=sent_at, body=payload),
+            ),
+            ("X-Schedule-Life-UUID", life.life_uuid),
+            ("X-Schedule-Plan", plan.kind),
+            (ATTEMPT_HEADER, str(attempt)),
+        ]
+    connect_timeout = float(action.get("connect_timeout") or 5)
+    request_timeout = float(action.get("request_timeout") or 30)
+    try:
+        reply = send(
+            target=target,
+            method=str(action["method"]),
+            headers=headers,
+            body=body,
+            connect_timeout=connect_timeout,
+            request_timeout=request_timeout,
+            max_seconds=min(
+                connect_timeout + request_timeout, float(settings.SCHEDULE_ACTION_MAX_SECONDS)
+            ),
+            max_body=EXCERPT * 4,
+        )
+    except TRANSPORT_ERRORS as exc:
         elapsed = (time.monotonic() - started) * 1000
         error = f"{type(exc).__name__}: {exc}".replace("\x00", "")[:EXCERPT]
         return Outcome(CONNECTION_ERROR, error, elapsed, "")
     elapsed = (time.monotonic() - started) * 1000
     # PostgreSQL cannot store NUL in text; a receiver's body must never break the record.
-    excerpt = response.text[:EXCERPT].replace("\x00", "")
-    return Outcome(response.status_code, "", elapsed, excerpt)
+    text = reply.body.decode("utf-8", errors="replace")
+    excerpt = text[:EXCERPT].replace("\x00", "")
+    return Outcome(reply.status, "", elapsed, excerpt)
 
 
 def plans_start(*, items: list[tuple[int, str]], now: dt.datetime | None = None) -> dict[int, Plan]:

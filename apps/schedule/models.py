@@ -225,3 +225,26 @@ class TaskRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.topic} ({self.state})"
+
+
+class ConsumedSignature(models.Model):
+    """A self-call signature the platform accepted: each is valid once (`selfcalls`).
+
+    `digest` is the SHA-256 of the signature. Rows older than twice the timestamp tolerance
+    can match no fresh request and are deleted by the `schedule` cleanup.
+    """
+
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="consumed_signatures")
+    attempt = models.PositiveIntegerField()
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["created_at"], name="schedule_signature_created_idx")]
+        constraints = [
+            models.UniqueConstraint(fields=["digest"], name="schedule_signature_used_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"signature of plan {self.plan_id}, attempt {self.attempt}"

@@ -14,13 +14,23 @@ from apps.core.health import register_health_check
 from apps.core.schedules import PeriodicTask, register_periodic_task
 from apps.core.selectors import heartbeat_get
 from apps.schedule import topics  # noqa: F401 - registers the task topics
+from apps.schedule.selfcalls import consumed_signatures_purge
 from apps.schedule.services import life_history_purge
 from apps.schedule.watcher import HEARTBEAT_NAME
 
 
-@register_cleanup("schedule", "Finished Lives older than SCHEDULE_HISTORY_DURATION_DAYS.")
+@register_cleanup(
+    "schedule",
+    "Finished Lives older than SCHEDULE_HISTORY_DURATION_DAYS, and used self-call signatures "
+    "too old to match any request.",
+)
 def schedule_cleanup(*, now: dt.datetime, dry_run: bool) -> CleanupReport:
-    return life_history_purge(now=now, dry_run=dry_run)
+    lives = life_history_purge(now=now, dry_run=dry_run)
+    signatures = consumed_signatures_purge(now=now, dry_run=dry_run)
+    note = [f"{signatures} used self-call signature(s)"] if signatures else []
+    return CleanupReport(
+        kind="schedule", count=lives.count + signatures, items=[*lives.items, *note]
+    )
 
 
 def watcher_health() -> tuple[bool, dict[str, Any]]:

@@ -6,7 +6,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Prefetch, QuerySet
 
 from apps.core.selectors import owned_get
-from apps.schedule.models import Life, Plan, PlanAttempt
+from apps.schedule.models import LIVING_STATES, Life, Plan, PlanAttempt
 
 
 def life_list(
@@ -27,6 +27,11 @@ def life_list(
     return lives.prefetch_related(
         Prefetch("plans", queryset=Plan.objects.order_by("time", "pk")),
     ).order_by("birth_time", "pk")
+
+
+def life_living_count(*, user_id: int) -> int:
+    """How many of the user's Lives are not finished (not Dead, not Stillbirth)."""
+    return Life.objects.filter(owner_id=user_id, state__in=LIVING_STATES).count()
 
 
 def life_get(*, life_uuid: str, user: AbstractBaseUser | None, for_update: bool = False) -> Life:

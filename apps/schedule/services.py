@@ -1,7 +1,8 @@
 """Writes of the schedule app: booking, changing, cancelling and purging Lives.
 
 Locks, in this order whenever several are taken: the resource row (`ScheduleResource`), the
-Life, its Plans (by pk). On SQLite the IMMEDIATE transaction serializes all writers; on
+user's quota row (`quotas.services.quota_policy_lock`, bookings only), the Life, its Plans (by
+pk). On SQLite the IMMEDIATE transaction serializes all writers; on
 PostgreSQL the resource row lock serializes bookings of one resource, and the exclusion
 constraint `schedule_life_no_overlap` is the last line of defence.
 """
@@ -22,6 +23,7 @@ from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidTransition
 from apps.core.models_utils import new_hex_id
 from apps.core.queue import enqueue_on_commit
+from apps.quotas.services import quota_policy_lock
 from apps.schedule.booking import LifeSpec, life_spec_build, parse_time
 from apps.schedule.exceptions import (
     InvalidSchedule,
@@ -29,6 +31,7 @@ from apps.schedule.exceptions import (
     PlanStarted,
     ResourceConflict,
     TooLate,
+    TooManyLives,
 )
 from apps.schedule.models import (
     LIFE_TRANSITIONS,
@@ -43,7 +46,8 @@ from apps.schedule.models import (
     ScheduleResource,
     ScheduleType,
 )
-from apps.schedule.selectors import life_get
+from apps.schedule.selectors import life_get, life_living_count
+from apps.schedule.task_runs import life_topic_calls_check
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,27 @@ def _check_no_conflict(
         )
 
 
+def _check_topic_calls(*, user: AbstractBaseUser, spec: LifeSpec) -> None:
+    life_topic_calls_check(
+        user=user,
+        schedule_type=spec.schedule_type,
+        birth_action=spec.birth_action,
+        death_action=spec.death_action,
+    )
+
+
+def _check_lives_cap(*, user: AbstractBaseUser) -> None:
+    """TooManyLives when the user already holds SCHEDULE_MAX_LIVES_PER_USER unfinished Lives.
+    Call under the user's quota lock."""
+    limit = int(settings.SCHEDULE_MAX_LIVES_PER_USER)
+    if life_living_count(user_id=user.pk) >= limit:
+        raise TooManyLives(
+            f"You already have {limit} Lives that are not finished "
+            f"(SCHEDULE_MAX_LIVES_PER_USER); cancel one or wait until one ends.",
+            extra={"max_lives": limit},
+        )
+
+
 def _same_or_exists(existing: Life, user: AbstractBaseUser, fingerprint: str) -> BookResult:
     if existing.owner_id == user.pk and existing.fingerprint == fingerprint:
         return BookResult(life=existing, created=False)
@@ -129,9 +154,13 @@ def life_book(
     """Book a Life and its plans (Standby).
 
     Idempotent on `life_uuid`: the same owner and the same booking returns the existing Life
-    (`created=False`); anything else under that uuid raises LifeExists. Then raises TooLate
-    (406) and ResourceConflict (409), in that order. Locks the resource row, so two racing
-    bookings of one resource never both succeed (exclusion constraint too on PostgreSQL).
+    (`created=False`); anything else under that uuid raises LifeExists. Then raises
+    PermissionDenied (403) / InvalidSchedule (400) for task-topic calls the user may not book
+    (`task_runs.life_topic_calls_check`), TooLate (406), TooManyLives (429: the user holds
+    SCHEDULE_MAX_LIVES_PER_USER unfinished Lives) and ResourceConflict (409), in that order.
+    Locks the resource row, then the user's quota row: two racing bookings of one resource
+    never both succeed (exclusion constraint too on PostgreSQL), and racing bookings of one
+    user never pass the Lives cap.
     """
     now = now or timezone.now()
     uuid = _normalize_uuid(life_uuid) if life_uuid else new_hex_id()
@@ -139,6 +168,7 @@ def life_book(
     existing = Life.objects.filter(life_uuid=uuid).first()
     if existing is not None:
         return _same_or_exists(existing, user, fingerprint)
+    _check_topic_calls(user=user, spec=spec)
     times = {"birth_time": spec.birth_time}
     if spec.death_time is not None:
         times["death_time"] = spec.death_time
@@ -148,10 +178,14 @@ def life_book(
     try:
         with transaction.atomic():
             _resource_lock(spec.resource_id)
+            # The user's quota lock (after the resource's: the services' lock order) serializes
+            # this user's bookings, so the count below cannot be overtaken by a racing one.
+            quota_policy_lock(user=user)
             # A racing post of this very uuid may have committed while we waited for the lock.
             existing = Life.objects.filter(life_uuid=uuid).first()
             if existing is not None:
                 return _same_or_exists(existing, user, fingerprint)
+            _check_lives_cap(user=user)
             _check_no_conflict(
                 resource_id=spec.resource_id,
                 guard_start=guard_start,
@@ -303,6 +337,7 @@ def life_change(
         if value is not None:
             merged[f"{kind}_action"] = value
     spec = life_spec_build(merged)
+    _check_topic_calls(user=user, spec=spec)
     changed: dict[str, bool] = {
         PlanKind.BIRTH: spec.birth_time != current.birth_time
         or spec.birth_action != current.birth_action,

@@ -1,7 +1,10 @@
 """Task topics for POST /api/schedule/tasks/: `topic` → handler run once on a worker.
 
-A handler takes `(user, content)`; its validator checks `content` at request time and returns
-the field errors (empty = valid).
+Each topic declares who may call it (`may_call`, checked when the call is made, when a Life
+whose action calls it is booked or changed, and again when its handler runs), validates its
+`content` at request time (returns the field errors; empty = valid) and may name the topic
+that undoes it (`undone_by`): such a topic may only be booked as a term Life's birth whose
+death calls `undone_by` with the same content, so what it grants always ends.
 """
 
 from __future__ import annotations
@@ -10,18 +13,32 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
 Handler = Callable[[AbstractBaseUser, dict[str, Any]], Any]
 Validator = Callable[[dict[str, Any]], dict[str, list[str]]]
+Audience = Callable[[AbstractBaseUser], bool]
 
 
-@dataclass(frozen=True)
+def anyone(user: AbstractBaseUser) -> bool:
+    """Any active user may call the topic."""
+    return bool(user.is_active)
+
+
+def staff_only(user: AbstractBaseUser) -> bool:
+    """Only active staff may call the topic."""
+    return bool(user.is_active and getattr(user, "is_staff", False))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Topic:
     name: str
     description: str
     handler: Handler
     validate: Validator
+    may_call: Audience  # no default: every topic says who may call it
+    undone_by: str | None = None
 
 
 _TOPICS: dict[str, Topic] = {}
@@ -39,10 +56,11 @@ def topic_names() -> list[str]:
     return sorted(_TOPICS)
 
 
-def _positive_concurrent(content: dict[str, Any]) -> dict[str, list[str]]:
+def _bounded_concurrent(content: dict[str, Any]) -> dict[str, list[str]]:
     value = content.get("concurrent")
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
-        return {"content.concurrent": ["Must be an integer from 1 to 1000."]}
+    limit = int(settings.QUOTA_MAX_BOOST)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+        return {"content.concurrent": [f"Must be an integer from 1 to QUOTA_MAX_BOOST ({limit})."]}
     return {}
 
 
@@ -60,17 +78,22 @@ def _quota_restore(user: AbstractBaseUser, content: dict[str, Any]) -> Any:
 
 register_topic(
     Topic(
-        "quota.boost",
-        "Raise the caller's concurrent-job limit by content.concurrent (a term Life's birth).",
-        _quota_boost,
-        _positive_concurrent,
+        name="quota.boost",
+        description="Staff only. Raise the caller's concurrent-job limit by content.concurrent "
+        "(at most QUOTA_MAX_BOOST) for a term: book it as a term Life's birth whose death "
+        "calls quota.restore with the same content.",
+        handler=_quota_boost,
+        validate=_bounded_concurrent,
+        may_call=staff_only,
+        undone_by="quota.restore",
     )
 )
 register_topic(
     Topic(
-        "quota.restore",
-        "Lower it back by content.concurrent (the term Life's death).",
-        _quota_restore,
-        _positive_concurrent,
+        name="quota.restore",
+        description="Staff only. Lower it back by content.concurrent (the term Life's death).",
+        handler=_quota_restore,
+        validate=_bounded_concurrent,
+        may_call=staff_only,
     )
 )

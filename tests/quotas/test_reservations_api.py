@@ -172,6 +172,8 @@ def test_quota_me_reports_limits_usage_and_warnings(user: User, user_client: API
             "Concurrent jobs: 4 of 5 slots in use.",
             "Monthly cost: 9 of 10 cost units used this month.",
         ],
+        "active_lives": 0,
+        "max_lives": 1000,
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -30,10 +30,13 @@ class Receiver:
     script: list[tuple[int, dict[str, str]]] = field(default_factory=list)
     requests: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Called with each request before it is answered (e.g. a receiver that replays what it got).
+    on_request: Callable[[Received], None] | None = None
 
     @property
     def host(self) -> str:
-        return f"127.0.0.1:{self.server.server_address[1]}"
+        host, port = self.server.server_address[:2]
+        return f"{host!s}:{port}"
 
     @property
     def url(self) -> str:
@@ -48,10 +51,13 @@ def _handler(receiver_box: list[Receiver]) -> type[BaseHTTPRequestHandler]:
             receiver = receiver_box[0]
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
+            received = Received(
+                self.command, self.path, dict(self.headers.items()), body, time.time()
+            )
+            if receiver.on_request is not None:
+                receiver.on_request(received)
             with receiver.lock:
-                receiver.requests.append(
-                    Received(self.command, self.path, dict(self.headers.items()), body, time.time())
-                )
+                receiver.requests.append(received)
                 status, headers = receiver.script.pop(0) if receiver.script else (200, {})
             headers = dict(headers)
             payload = headers.pop("__body__", '{"ok": true}').encode()
@@ -71,20 +77,44 @@ def _handler(receiver_box: list[Receiver]) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def receiver(settings: Any) -> Iterator[Receiver]:
+def _start(host: str, port: int) -> Receiver:
     box: list[Receiver] = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(box))
+    server = ThreadingHTTPServer((host, port), _handler(box))
     server.daemon_threads = True
     box.append(Receiver(server=server))
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
-    settings.SCHEDULE_WEBHOOK_ALLOWED_HOSTS = [box[0].host]
+    return box[0]
+
+
+def _stop(receiver: Receiver) -> None:
+    receiver.server.shutdown()
+    receiver.server.server_close()
+
+
+@pytest.fixture
+def receiver(settings: Any) -> Iterator[Receiver]:
+    started = _start("127.0.0.1", 0)
+    settings.SCHEDULE_WEBHOOK_ALLOWED_HOSTS = [started.host]
     try:
-        yield box[0]
+        yield started
     finally:
-        server.shutdown()
-        server.server_close()
+        _stop(started)
+
+
+@pytest.fixture
+def start_receiver() -> Iterator[Callable[[str, int], Receiver]]:
+    """Start more receivers, on any loopback address (127.0.0.0/8), stopped after the test."""
+    started: list[Receiver] = []
+
+    def start(host: str, port: int = 0) -> Receiver:
+        assert host.startswith("127."), "tests listen on loopback only"
+        started.append(_start(host, port))
+        return started[-1]
+
+    yield start
+    for one in started:
+        _stop(one)
 
 
 def at(minutes: float = 60, seconds: float = 0) -> str:
@@ -93,7 +123,7 @@ def at(minutes: float = 60, seconds: float = 0) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def action(path: str = "/hook", **extra: Any) -> dict[str, Any]:
+def action(path: str = "/api/me/", **extra: Any) -> dict[str, Any]:
     return {"path": path, "method": "POST", "body": {"hello": "world"}, **extra}
 
 
@@ -114,8 +144,8 @@ def term_body(
         "schedule_type": "term",
         "resource_id": resource_id,
         "term": {"birth_time": birth or at(60), "death_time": death or at(120)},
-        "birth": action("/birth"),
-        "death": action("/death"),
+        "birth": action("/api/me/"),
+        "death": action("/api/me/"),
         **extra,
     }
 
@@ -126,3 +156,59 @@ def q_sync(monkeypatch: pytest.MonkeyPatch) -> None:
     from django_q.conf import Conf
 
     monkeypatch.setattr(Conf, "SYNC", True)
+
+
+@dataclass
+class ScriptedDns:
+    """Answers for test-only host names: each lookup of a name takes the next answer (the last
+    one repeats). Every other name, and every address literal, goes to the real resolver."""
+
+    answers: dict[str, list[str]] = field(default_factory=dict)
+    lookups: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def scripted_dns(monkeypatch: pytest.MonkeyPatch) -> ScriptedDns:
+    import socket
+
+    dns = ScriptedDns()
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        if name not in dns.answers:
+            return real(host, port, *args, **kwargs)
+        dns.lookups.append(name)
+        queue = dns.answers[name]
+        address = queue.pop(0) if len(queue) > 1 else queue[0]
+        port_number = int(port or 0)
+        if ":" in address:
+            return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", (address, port_number, 0, 0))]
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port_number))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return dns
+
+
+@pytest.fixture
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """A safety net for tests whose scripted DNS names a public address: a TCP connect to
+    anything but loopback is recorded and refused, so no test ever leaves this machine."""
+    import ipaddress
+    import socket
+
+    refused: list[tuple[str, int]] = []
+    real = socket.create_connection
+
+    def create_connection(address: tuple[str, int], *args: Any, **kwargs: Any) -> Any:
+        # Resolve a name the way create_connection would (once, through the possibly scripted
+        # resolver), then connect to that address only if it is loopback.
+        host, port = address[0], int(address[1])
+        resolved = str(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0])
+        if not ipaddress.ip_address(resolved.split("%", 1)[0]).is_loopback:
+            refused.append((resolved, port))
+            raise ConnectionRefusedError(f"test network: {resolved}:{port} is not loopback")
+        return real((resolved, port), *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    return refused

@@ -53,7 +53,7 @@ def test_racing_posts_of_one_life_uuid_create_it_once(
 
 def test_racing_watchers_never_claim_one_plan_twice(user: User) -> None:
     for i in range(40):
-        book_point(user, url="/hook", in_seconds=60 + i)
+        book_point(user, url="/api/me/", in_seconds=60 + i)
     horizon = timezone.now() + dt.timedelta(hours=1)
 
     outcomes = run_concurrently(lambda i: plan_claim(owner=f"w{i}", horizon=horizon, limit=15), 4)
@@ -108,7 +108,7 @@ def test_the_exclusion_constraint_refuses_overlaps_without_the_lock(user: User) 
 
     if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
         pytest.skip("the exclusion constraint exists only on PostgreSQL")
-    first = book_point(user, url="/a", in_seconds=3600)
+    first = book_point(user, url="/api/me/", in_seconds=3600)
     first.resource_id = "shared"
     first.save(update_fields=["resource_id"])
     clone = Life.objects.get(pk=first.pk)

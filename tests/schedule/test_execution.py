@@ -291,7 +291,7 @@ def test_a_stale_timer_after_patch_does_not_fire(user: User, receiver: Receiver)
 
 
 def test_late_births_are_invalidated_and_their_death_never_runs(user: User) -> None:
-    life = book_term(user, birth_url="/b", death_url="/d")
+    life = book_term(user, birth_url="/api/me/", death_url="/api/me/")
     plan = birth_of(life)
     with time_machine.travel(plan.due_at + dt.timedelta(minutes=4), tick=False):
         assert plan_claim(owner="w") == []
@@ -303,7 +303,7 @@ def test_late_births_are_invalidated_and_their_death_never_runs(user: User) -> N
 
 
 def test_a_dead_watchers_claim_is_taken_over_after_its_lease(user: User) -> None:
-    life = book_point(user, url="/b")
+    life = book_point(user, url="/api/me/")
     plan = birth_of(life)
     [first] = plan_claim(owner="w1", now=plan.due_at - dt.timedelta(minutes=1))
     assert plan_claim(owner="w2", now=plan.due_at - dt.timedelta(seconds=30)) == []

@@ -10,19 +10,18 @@ from typing import Any
 
 import httpx
 import pytest
-from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
-from standardwebhooks.webhooks import Webhook
 
-from apps.quotas.models import QuotaPolicy
+from apps.quotas.models import Reservation
 from apps.schedule.execution import plan_claim, plan_execute
-from apps.schedule.models import Life, LifeState, Plan, PlanState, TaskRun
+from apps.schedule.models import Life, LifeState, Plan, PlanState
+from apps.schedule.selfcalls import SelfCall, self_call_headers
 from tests.schedule.conftest import at
 
-TASKS = "/api/schedule/tasks/"
+RESERVATIONS = "/api/quotas/reservations/"
 
 
 def fire(life_uuid: str) -> Plan:
@@ -44,23 +43,20 @@ def platform(live_server: Any, settings: Any) -> str:
 def test_a_scheduled_request_is_replayed_as_its_owner(
     user: User, user_client: APIClient, platform: str
 ) -> None:
-    body = {"topic": "quota.boost", "content": {"concurrent": 2}}
+    body = {"ttl_seconds": 120}
     response = user_client.post(
-        f"{TASKS}?source=header", body, format="json", HTTP_X_SCHEDULE_DATETIME=at(30)
+        f"{RESERVATIONS}?source=header", body, format="json", HTTP_X_SCHEDULE_DATETIME=at(30)
     )
     assert response.status_code == HTTPStatus.ACCEPTED
     life_uuid = response.json()["life_uuid"]
-    assert TaskRun.objects.count() == 0
+    assert Reservation.objects.count() == 0
     plan = fire(life_uuid)
     assert plan.state == PlanState.DONE
     attempt = plan.attempts.get()
-    assert attempt.status_code == HTTPStatus.ACCEPTED
-    assert "quota.boost" in attempt.response_excerpt
-    run = TaskRun.objects.get()
-    assert run.owner == user
-    assert run.key == plan.webhook_id
-    assert run.state == TaskRun.State.DONE
-    assert QuotaPolicy.objects.get(user=user).concurrent_boost == 2
+    assert attempt.status_code == HTTPStatus.CREATED
+    reservation = Reservation.objects.get()
+    assert reservation.user == user
+    assert json.loads(attempt.response_excerpt)["reservation_id"] == reservation.pk
     assert Life.objects.get(life_uuid=life_uuid).state == LifeState.DEAD
 
 
@@ -85,7 +81,7 @@ def test_the_replay_has_only_its_owners_permissions(
         {
             "schedule_type": "point",
             "birth_time": at(90),
-            "birth_action": {"path": "/x", "method": "GET"},
+            "birth_action": {"path": "/api/me/", "method": "GET"},
         },
         format="json",
     ).json()["life_uuid"]
@@ -138,16 +134,16 @@ def test_schedules_endpoint_itself_ignores_the_header(user_client: APIClient) ->
 def test_a_session_booking_needs_the_csrf_token(user: User) -> None:
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
-    body = json.dumps({"topic": "quota.boost", "content": {"concurrent": 1}})
+    body = json.dumps({"ttl_seconds": 60})
     forged = client.post(
-        TASKS, body, content_type="application/json", HTTP_X_SCHEDULE_DATETIME=at(10)
+        RESERVATIONS, body, content_type="application/json", HTTP_X_SCHEDULE_DATETIME=at(10)
     )
     assert forged.status_code == HTTPStatus.FORBIDDEN
     assert Life.objects.count() == 0
     client.get("/admin/login/")  # sets the csrftoken cookie
     token = client.cookies["csrftoken"].value
     ok = client.post(
-        TASKS,
+        RESERVATIONS,
         body,
         content_type="application/json",
         HTTP_X_SCHEDULE_DATETIME=at(10),
@@ -158,19 +154,21 @@ def test_a_session_booking_needs_the_csrf_token(user: User) -> None:
 
 
 def _signed(
-    body: str, *, msg_id: str, life_uuid: str, when: dt.datetime | None = None
+    plan: Plan, *, method: str = "GET", target: str = "/api/me/", body: bytes = b"", **changes: Any
 ) -> dict[str, str]:
-    moment = when or timezone.now()
-    return {
-        "webhook-id": msg_id,
-        "webhook-timestamp": str(int(moment.timestamp())),
-        "webhook-signature": Webhook(django_settings.SCHEDULE_WEBHOOK_SECRET).sign(
-            msg_id, moment, body
-        ),
-        "X-Schedule-Life-UUID": life_uuid,
-        "X-Schedule-Plan": "birth",
-        "Content-Type": "application/json",
+    """The headers the executor sends for `plan`'s current attempt (the real signer)."""
+    fields: dict[str, Any] = {
+        "msg_id": plan.webhook_id,
+        "timestamp": int(timezone.now().timestamp()),
+        "method": method,
+        "target": target,
+        "body": body,
+        "life_uuid": plan.life.life_uuid,
+        "plan_kind": plan.kind,
+        "attempt": plan.attempts_count + 1,
+        **changes,
     }
+    return dict(self_call_headers(SelfCall(**fields)))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -178,22 +176,15 @@ def test_webhook_authentication_needs_a_running_plan_and_a_fresh_valid_signature
     user_client: APIClient, platform: str
 ) -> None:
     life_uuid = user_client.get("/api/me/", HTTP_X_SCHEDULE_DATETIME=at(10)).json()["life_uuid"]
-    plan = Plan.objects.get(life__life_uuid=life_uuid)
-    body = "{}"
+    plan = Plan.objects.select_related("life").get(life__life_uuid=life_uuid)
     url = f"{platform}/api/me/"
     # Not executing: refused.
-    headers = _signed(body, msg_id=plan.webhook_id, life_uuid=life_uuid)
-    assert httpx.request("GET", url, content=body, headers=headers).status_code == 401
+    assert httpx.get(url, headers=_signed(plan)).status_code == 401
     Plan.objects.filter(pk=plan.pk).update(state=PlanState.RUNNING)
-    assert httpx.request("GET", url, content=body, headers=headers).status_code == 200
-    forged = {**headers, "webhook-signature": "v1,AAAA"}
-    assert httpx.request("GET", url, content=body, headers=forged).status_code == 401
-    stale = _signed(
-        body,
-        msg_id=plan.webhook_id,
-        life_uuid=life_uuid,
-        when=timezone.now() - dt.timedelta(minutes=10),
-    )
-    assert httpx.request("GET", url, content=body, headers=stale).status_code == 401
-    other_id = _signed(body, msg_id="msg_other", life_uuid=life_uuid)
-    assert httpx.request("GET", url, content=body, headers=other_id).status_code == 401
+    assert httpx.get(url, headers=_signed(plan)).status_code == 200
+    forged = {**_signed(plan), "webhook-signature": "v1,AAAA"}
+    assert httpx.get(url, headers=forged).status_code == 401
+    old = int((timezone.now() - dt.timedelta(minutes=10)).timestamp())
+    assert httpx.get(url, headers=_signed(plan, timestamp=old)).status_code == 401
+    assert httpx.get(url, headers=_signed(plan, msg_id="msg_other")).status_code == 401
+    assert httpx.get(url, headers=_signed(plan, attempt=2)).status_code == 401

@@ -51,7 +51,7 @@ def test_admin_pages_show_lives_plans_and_attempts(
 
 
 def test_admin_cancel_action_cancels_a_life(admin_client: Client, user: User) -> None:
-    life = book_point(user, url="/hook")
+    life = book_point(user, url="/api/me/")
     response = admin_client.post(
         "/admin/schedule/life/", {"action": "cancel_lives", "_selected_action": [life.pk]}
     )
@@ -61,7 +61,7 @@ def test_admin_cancel_action_cancels_a_life(admin_client: Client, user: User) ->
 
 
 def test_admin_retry_action_rearms_a_failed_death(admin_client: Client, user: User) -> None:
-    life = book_term(user, birth_url="/b", death_url="/d")
+    life = book_term(user, birth_url="/api/me/", death_url="/api/me/")
     Life.objects.filter(pk=life.pk).update(state=LifeState.ALIVE)
     death = life.plans.get(kind="death")
     Plan.objects.filter(pk=death.pk).update(state=PlanState.FAILED, attempts_count=3)
@@ -74,11 +74,11 @@ def test_admin_retry_action_rearms_a_failed_death(admin_client: Client, user: Us
 
 
 def test_cleanup_purges_old_history_only(user: User, settings: Any) -> None:
-    old = book_point(user, url="/a")
+    old = book_point(user, url="/api/me/")
     life_cancel(life_uuid=old.life_uuid, user=user)
-    recent = book_point(user, url="/b", in_seconds=7200)
+    recent = book_point(user, url="/api/me/", in_seconds=7200)
     life_cancel(life_uuid=recent.life_uuid, user=user)
-    living = book_point(user, url="/c")
+    living = book_point(user, url="/api/me/")
     with time_machine.travel(old.birth_time + dt.timedelta(days=1, minutes=1), tick=False):
         out = io.StringIO()
         call_command("cleanup", "--only", "schedule", "--dry-run", stdout=out)

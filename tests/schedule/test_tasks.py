@@ -21,8 +21,12 @@ TASKS = "/api/schedule/tasks/"
 
 
 def test_boost_then_restore_the_concurrent_quota(
-    user: User, user_client: APIClient, django_capture_on_commit_callbacks: Any, q_sync: None
+    staff_user: User,
+    staff_client: APIClient,
+    django_capture_on_commit_callbacks: Any,
+    q_sync: None,
 ) -> None:
+    user, user_client = staff_user, staff_client
     with django_capture_on_commit_callbacks(execute=True):
         boost = user_client.post(
             TASKS, {"topic": "quota.boost", "content": {"concurrent": 3}}, format="json"
@@ -44,8 +48,8 @@ def test_unknown_topic_is_refused(user_client: APIClient) -> None:
     assert "topic" in response.json()["fields"]
 
 
-def test_bad_content_is_refused(user_client: APIClient) -> None:
-    response = user_client.post(
+def test_bad_content_is_refused(staff_client: APIClient) -> None:
+    response = staff_client.post(
         TASKS, {"topic": "quota.boost", "content": {"concurrent": "lots"}}, format="json"
     )
     assert response.status_code == HTTPStatus.BAD_REQUEST
@@ -59,7 +63,8 @@ def test_missing_topic_is_invalid_request(user_client: APIClient) -> None:
     assert response.json()["code"] == "invalid_request"
 
 
-def test_a_retried_plan_call_runs_its_handler_once(user: User) -> None:
+def test_a_retried_plan_call_runs_its_handler_once(staff_user: User) -> None:
+    user = staff_user
     first = task_run_create(user=user, topic="quota.boost", content={"concurrent": 1}, key="msg_1")
     again = task_run_create(user=user, topic="quota.boost", content={"concurrent": 1}, key="msg_1")
     assert first.created
@@ -71,10 +76,11 @@ def test_a_retried_plan_call_runs_its_handler_once(user: User) -> None:
 
 
 def test_a_call_whose_enqueue_was_refused_is_enqueued_again_by_its_retry(
-    user: User, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+    staff_user: User, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
 ) -> None:
     """The broker refuses the first call's task: the call fails (so the plan retries with the
     same webhook-id) and its retry enqueues the still-pending run, which then runs once."""
+    user = staff_user
     broker = unreachable_broker()
     monkeypatch.setattr("apps.core.queue.task_broker", lambda: broker)
     with pytest.raises(redis.ConnectionError), django_capture_on_commit_callbacks(execute=True):

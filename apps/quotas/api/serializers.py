@@ -54,3 +54,9 @@ class QuotaMeOutputSerializer(serializers.Serializer[Any]):
     )
     max_storage_bytes = serializers.IntegerField(help_text="Your storage limit in bytes.")
     warnings = serializers.ListField(child=serializers.CharField())
+    active_lives = serializers.IntegerField(
+        help_text="Your schedule Lives that are not finished (not Dead, not Stillbirth)."
+    )
+    max_lives = serializers.IntegerField(
+        help_text="At most this many (SCHEDULE_MAX_LIVES_PER_USER); beyond, 429 too_many_lives."
+    )

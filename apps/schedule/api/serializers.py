@@ -16,8 +16,12 @@ METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 class ActionSerializer(serializers.Serializer[Any]):
     path = serializers.CharField(
         max_length=2000,
-        help_text="A path on the platform ('/api/...') or an absolute http(s) URL whose host is "
-        "in SCHEDULE_WEBHOOK_ALLOWED_HOSTS.",
+        # The target rules judge exactly what the client sent: a path with whitespace is refused,
+        # never silently trimmed into another one.
+        trim_whitespace=False,
+        help_text="An API route of the platform ('/api/...', no whitespace or control "
+        "characters) or an absolute http(s) URL whose host is in "
+        "SCHEDULE_WEBHOOK_ALLOWED_HOSTS.",
     )
     method = serializers.CharField(max_length=10)
     headers = serializers.DictField(
