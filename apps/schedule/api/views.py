@@ -63,7 +63,16 @@ class LifeListCreateApi(APIView):
         responses={
             201: LifeDetailOutputSerializer,
             200: LifeDetailOutputSerializer,
-            **error_responses(400, 406, 409, _400=_400, _409=_409_CREATE),
+            **error_responses(
+                400,
+                406,
+                409,
+                415,
+                429,
+                _400=_400,
+                _409=_409_CREATE,
+                _429="`too_many_lives`: SCHEDULE_MAX_LIVES_PER_USER unfinished Lives.",
+            ),
         },
     )
     def post(self, request: Request) -> Response:
@@ -99,6 +108,7 @@ class LifeDetailApi(APIView):
                 404,
                 406,
                 409,
+                415,
                 _400=_400,
                 _409="`resource_conflict`, or `plan_started` (only plans not yet started change).",
             ),
@@ -142,7 +152,13 @@ class TaskCreateApi(APIView):
         responses={
             202: TaskOutputSerializer,
             200: TaskOutputSerializer,
-            **error_responses(400, _400="`invalid_request`, or `unknown_topic` with `fields`."),
+            **error_responses(
+                400,
+                403,
+                415,
+                _400="`invalid_request`, or `unknown_topic` with `fields`.",
+                _403="`permission_denied`: the topic is not open to this user (staff-only).",
+            ),
         },
     )
     def post(self, request: Request) -> Response:
