@@ -558,3 +558,15 @@ def test_sandbox_pid_namespace_is_not_the_workers(user: User) -> None:
         sampler.join()
     assert seen
     assert pid_namespace(os.getpid()) not in seen
+
+
+def test_the_isolation_package_imports_no_django() -> None:
+    """It takes paths, limits and argv: testable and usable without the platform."""
+    code = (
+        "import sys, apps.review.isolation, apps.review.isolation.__main__; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'config')))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert run.stdout.strip() == "[]"
