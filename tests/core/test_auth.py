@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from http import HTTPStatus
+from typing import Any
 
 import pytest
 from rest_framework.authtoken.models import Token
@@ -37,3 +38,18 @@ def test_session_login_reaches_the_api_and_unsafe_methods_need_csrf(user) -> Non
     assert response.status_code == HTTPStatus.FORBIDDEN
     assert response.json()["code"] == "permission_denied"
     assert "CSRF" in response.json()["error"]
+
+
+def test_the_api_root_is_an_index_without_authentication(api_client: Any) -> None:
+    from django.urls import resolve
+
+    response = api_client.get("/api/")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["schema"].endswith("/api/schema/")
+    assert body["docs"].endswith("/api/docs/")
+    for entry in body["collections"].values():
+        path = entry["url"].split("://", 1)[1].split("/", 1)[1]
+        assert resolve("/" + path).url_name != "api-not-found", path
+    assert api_client.get(body["schema"]).status_code == 200

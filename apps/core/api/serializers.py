@@ -31,3 +31,18 @@ class ErrorSerializer(serializers.Serializer[Any]):
         required=False,
         help_text="Per-field messages, on validation errors.",
     )
+
+
+class ApiCollectionSerializer(serializers.Serializer[Any]):
+    url = serializers.URLField()
+    description = serializers.CharField()
+
+
+class ApiIndexSerializer(serializers.Serializer[Any]):
+    """`GET /api/`: links to the schema, the docs, the health check and each collection."""
+
+    name = serializers.CharField()
+    schema = serializers.URLField()
+    docs = serializers.URLField()
+    health = serializers.URLField()
+    collections = serializers.DictField(child=ApiCollectionSerializer())

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.schema import error_responses
-from apps.core.api.serializers import MeSerializer
+from apps.core.api.serializers import ApiIndexSerializer, MeSerializer
 from apps.core.health import health_report
 
 
@@ -21,6 +21,47 @@ class MeApi(APIView):
     @extend_schema(responses={200: MeSerializer, **error_responses()}, operation_id="me_retrieve")
     def get(self, request: Request) -> Response:
         return Response(MeSerializer(request.user).data)
+
+
+# The collections of the API, each with what it holds (SPEC §10: `GET /api/` is an index).
+API_COLLECTIONS = {
+    "me": ("me/", "the authenticated user"),
+    "submissions": ("submissions/", "multi-file submissions, one file per request"),
+    "jobs": ("jobs/", "grading jobs: create with an idempotency key, list, logs, cancel"),
+    "quotas": ("quotas/me/", "your limits and usage"),
+    "reservations": ("quotas/reservations/", "reserved concurrent-job slots"),
+    "leaderboard": ("leaderboard/", "best completed score per user"),
+    "review_queue": ("review/queue/", "submissions waiting for a human verdict (reviewers)"),
+    "schedules": ("schedules/", "webhook reservations (Lives)"),
+    "schedule_tasks": ("schedule/tasks/", "run or book a task topic"),
+}
+
+
+class ApiIndexApi(APIView):
+    """No auth: where everything is, for a newcomer and for clients that discover."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list[Any] = []
+
+    @extend_schema(
+        operation_id="api_index",
+        responses={200: ApiIndexSerializer},
+        auth=[],
+    )
+    def get(self, request: Request) -> Response:
+        root = request.build_absolute_uri("/api/")
+        return Response(
+            {
+                "name": "Yoyaku API",
+                "schema": root + "schema/",
+                "docs": root + "docs/",
+                "health": request.build_absolute_uri("/healthz"),
+                "collections": {
+                    name: {"url": root + path, "description": description}
+                    for name, (path, description) in API_COLLECTIONS.items()
+                },
+            }
+        )
 
 
 class ApiNotFound(APIView):
