@@ -7,13 +7,14 @@ STAMP := $(VENV)/.installed-dev
 PORT ?= 8000
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help install run migrate test test-postgres lint format bench clean
+.PHONY: help install run migrate test test-postgres lint format bench clean reset
 
 help:
 	@echo "make run    - install, migrate, create demo accounts, start web + worker + watcher"
 	@echo "make test   - the test suite (SQLite; PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set)"
 	@echo "make lint   - ruff check, ruff format --check, mypy"
 	@echo "make bench  - the benchmarks in bench/ (BENCH=upload to run one)"
+	@echo "make reset  - delete the database and uploaded files of make run"
 
 $(STAMP): requirements/base.txt requirements/dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,3 +56,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .test-db.sqlite3* .test-media .pytest_cache .mypy_cache .ruff_cache staticfiles
+
+# The runtime state of `make run`: its database and every uploaded file.
+reset:
+	rm -rf db.sqlite3* media
