@@ -172,10 +172,13 @@ def grader_health() -> tuple[bool, dict[str, Any]]:
         "isolation": isolation.isolation,
         "grading": "allowed" if isolation.allowed else "refused",
         "python": str(settings.GRADING_PYTHON),
-        "limits": {
-            **grading_limits().as_dict(),
-            "memory": "rlimit (address space)",
-            "processes": "rlimit (per sandbox uid)",
+        "limits": grading_limits().as_dict(),
+        # What enforces the memory and task limits: rlimits here (a delegated cgroup v2 is not
+        # used; see docs/isolation.md).
+        "enforced_by": {
+            "memory_bytes": "RLIMIT_AS per process",
+            "processes": "RLIMIT_NPROC in the sandbox's user namespace",
+            "scratch_bytes": "tmpfs size",
         },
     }
     if isolation.reason:

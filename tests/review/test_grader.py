@@ -423,6 +423,8 @@ def test_healthz_reports_isolation_and_limits(client: Any, settings: Any) -> Non
     assert body["grader"]["isolation"] == "bubblewrap"
     assert body["grader"]["limits"]["memory_bytes"] == settings.GRADING_MEMORY_LIMIT
     assert body["grader"]["limits"]["scratch_bytes"] == settings.GRADING_SCRATCH_SIZE
+    assert body["grader"]["limits"]["processes"] == settings.GRADING_MAX_PROCESSES
+    assert "processes" in body["grader"]["enforced_by"]
 
 
 def test_a_worker_logs_an_error_at_start_when_it_cannot_isolate(
