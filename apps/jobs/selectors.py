@@ -14,8 +14,9 @@ from apps.jobs.models import IdempotencyKey, Job
 
 
 def job_list(*, user: AbstractBaseUser | AnonymousUser, status: str | None = None) -> QuerySet[Job]:
-    """The user's jobs, newest first, optionally of one status."""
-    queryset = Job.objects.filter(owner_id=user.pk)
+    """The user's jobs, newest first, optionally of one status, with their submissions (state
+    and score) and without their logs."""
+    queryset = Job.objects.filter(owner_id=user.pk).select_related("submission").defer("logs")
     if status:
         queryset = queryset.filter(status=status)
     return queryset.order_by("-created_at", "id")

@@ -15,6 +15,8 @@
       tbody.replaceChildren(...jobs.map((job) => el("tr", { "data-job-id": job.job_id || job.id },
         el("td", {}, el("code", {}, (job.job_id || job.id).slice(0, 12))),
         el("td", { class: "status" }, job.status),
+        el("td", {}, job.submission_status || ""),
+        el("td", {}, job.score === null || job.score === undefined ? "" : String(job.score)),
         el("td", {}, el("code", {}, (job.submission_id || "").slice(0, 12))),
         el("td", {}, when(job.created_at)),
         el("td", {}, when(job.finished_at)),
@@ -40,7 +42,9 @@
         const { body: job } = await request("GET", `/api/jobs/${jobId}/`);
         document.getElementById("job-status").textContent = job.status;
         document.getElementById("job-meta").textContent =
-          `submission ${job.submission_id || ""} · created ${when(job.created_at)}` + (job.finished_at ? ` · finished ${when(job.finished_at)}` : "");
+          `submission ${job.submission_id || ""} (${job.submission_status || "?"}` +
+          (job.score === null || job.score === undefined ? "" : `, score ${job.score}`) +
+          `) · created ${when(job.created_at)}` + (job.finished_at ? ` · finished ${when(job.finished_at)}` : "");
         document.getElementById("job-error").textContent = job.error || "";
         cancel.hidden = FINISHED.has(job.status);
         const { body: logs } = await request("GET", `/api/jobs/${jobId}/logs/`);

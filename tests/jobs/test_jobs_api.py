@@ -44,6 +44,8 @@ def test_list_shows_only_own_jobs_newest_first_and_filters_by_status(
         "job_id",
         "submission_id",
         "status",
+        "submission_status",
+        "score",
         "resource_class",
         "cost",
         "config",
@@ -204,3 +206,15 @@ def test_in_progress_key_with_another_payload_is_reused(submit: Submit, user: Us
     response = submit({**body, "config": {"resource_class": "small"}})
     assert response.status_code == HTTPStatus.UNPROCESSABLE_ENTITY
     assert response.json()["code"] == "idempotency_key_reused"
+
+
+def test_jobs_show_their_submissions_state_and_score(user_client: Any, user: Any) -> None:
+    from tests.review.factories import make_graded_submission, make_job
+
+    job = make_job(make_graded_submission(user, score=0.625), status="completed")
+
+    row = user_client.get("/api/jobs/").json()[0]
+    detail = user_client.get(f"/api/jobs/{job.pk}/").json()
+
+    assert (row["submission_status"], row["score"]) == ("completed", 0.625)
+    assert (detail["submission_status"], detail["score"]) == ("completed", 0.625)

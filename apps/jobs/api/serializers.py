@@ -71,6 +71,14 @@ class JobReplayOutputSerializer(serializers.Serializer[Any]):
 class JobOutputSerializer(serializers.ModelSerializer[Job]):
     job_id = serializers.CharField(source="id", read_only=True)
     submission_id = serializers.CharField(read_only=True)
+    submission_status = serializers.CharField(
+        source="submission.status",
+        read_only=True,
+        help_text="The graded submission's state (`review_pending` once grading asked a human).",
+    )
+    score = serializers.FloatField(
+        source="submission.score", read_only=True, allow_null=True, help_text="Its score, if any."
+    )
 
     class Meta:
         model = Job
@@ -78,6 +86,8 @@ class JobOutputSerializer(serializers.ModelSerializer[Job]):
             "job_id",
             "submission_id",
             "status",
+            "submission_status",
+            "score",
             "resource_class",
             "cost",
             "config",
