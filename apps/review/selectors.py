@@ -117,3 +117,56 @@ def leaderboard(
         )
         for index, row in enumerate(best, start=1)
     ]
+
+
+# Files a reviewer sees inline: text kinds up to this size; others by name, size and hash.
+REVIEW_TEXT_SUFFIXES = (".py", ".yaml", ".yml", ".txt", ".json", ".md", ".cfg", ".toml")
+REVIEW_TEXT_MAX_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ReviewFile:
+    filename: str
+    size: int
+    sha256: str
+    text: str | None  # the content of a small text file, else None
+
+
+@dataclass(frozen=True)
+class ReviewDetail:
+    """What a reviewer needs to give a verdict: the submission, its files, the grader's
+    output and every grading attempt."""
+
+    submission: Submission
+    files: list[ReviewFile]
+    job: Job | None  # the latest job: its logs and error
+    attempts: list[Any]
+
+
+def review_detail(*, submission_id: str) -> ReviewDetail:
+    """Reads only (storage included, no transaction). NotFound for an unknown id."""
+    from django.core.files.storage import default_storage
+
+    from apps.core.exceptions import NotFound
+    from apps.review.models import GradingAttempt
+    from apps.submissions.selectors import submission_file_list
+
+    submission = Submission.objects.select_related("owner").filter(pk=submission_id).first()
+    if submission is None:
+        raise NotFound(f"Submission {submission_id!r} not found.")
+    files = []
+    for file in submission_file_list(submission=submission):
+        text = None
+        if file.filename.lower().endswith(REVIEW_TEXT_SUFFIXES) and (
+            file.size <= REVIEW_TEXT_MAX_BYTES
+        ):
+            try:
+                with default_storage.open(file.storage_name, "rb") as handle:
+                    raw = handle.read(REVIEW_TEXT_MAX_BYTES + 1)
+                text = raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+            except OSError:
+                text = None
+        files.append(ReviewFile(file.filename, file.size, file.sha256, text))
+    job = Job.objects.filter(submission=submission).order_by("-created_at", "-id").first()
+    attempts = list(GradingAttempt.objects.filter(submission=submission).order_by("number"))
+    return ReviewDetail(submission=submission, files=files, job=job, attempts=attempts)

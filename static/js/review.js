@@ -51,10 +51,29 @@
       $("claim-until").textContent = when(body.claim_expires_at);
       panel.hidden = false;
       show(`You claimed ${id}.`, "ok");
+      loadDetail(id);
     } catch (err) {
       show(err.code === "already_claimed" ? claimedBy(err) : err.message, "error");
     }
     loadQueue();
+  }
+
+  async function loadDetail(id) {
+    try {
+      const { body } = await request("GET", `/api/review/submissions/${id}/`);
+      $("detail-status").textContent = body.status + (body.status_reason ? `: ${body.status_reason}` : "") +
+        (body.score === null ? "" : ` (grader's score ${body.score})`);
+      $("detail-files").replaceChildren(...body.files.map((file) => el("details", {},
+        el("summary", {}, `${file.filename} · ${file.size} bytes`),
+        el("pre", {}, file.text === null ? "(not shown: binary, archive or larger than 64 KiB)" : file.text),
+      )));
+      $("detail-logs").textContent = body.logs || body.error || "(no output)";
+      const attempts = body.attempts.map((a) => el("li", {},
+        `#${a.number} ${a.outcome}` + (a.exit_code === null ? "" : ` · exit ${a.exit_code}`) + (a.reason ? ` · ${a.reason}` : "")));
+      $("detail-attempts").replaceChildren(...(attempts.length ? attempts : [el("li", { class: "muted" }, "none")]));
+    } catch (err) {
+      $("detail-status").textContent = err.message;
+    }
   }
 
   async function extend() {

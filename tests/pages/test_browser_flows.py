@@ -14,6 +14,7 @@ from apps.review.services.review import review_claim
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
 from tests import faults
 from tests.factories import make_user
+from tests.review.factories import add_file
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -175,10 +176,15 @@ def test_review_page_shows_who_holds_a_claim(page, login, shots) -> None:
 def test_reviewer_claims_and_approves(page, login, shots) -> None:
     reviewer = make_user(username="vera", reviewer=True)
     submission = _review_pending(make_user(username="writer"))
+    add_file(submission, "main.py", b"print('the answer is 42')\n")
     login(reviewer)
     page.goto("/review/")
     page.wait_for_selector(f"tr[data-submission-id='{submission.pk}'] .claim-button").click()
     page.wait_for_selector("#claim-panel:not([hidden])")
+    # The verdict is not given blind: the submission's files are on the page.
+    page.wait_for_selector("#detail-files details")
+    page.click("#detail-files summary")
+    assert "the answer is 42" in page.inner_text("#detail-files")
     page.fill("#score", "0.9")
     page.fill("#comment", "Looks right.")
     shots(page, "review-claimed")

@@ -375,3 +375,35 @@ def test_schema_documents_every_error_status(api_client: APIClient) -> None:
     for action, statuses in expected.items():
         assert set(schema["paths"][base + action]["post"]["responses"]) == statuses, action
     assert set(schema["paths"]["/api/leaderboard/"]["get"]["responses"]) == {"200", "400", "401"}
+
+
+def test_a_reviewer_reads_the_files_output_and_attempts_before_a_verdict(
+    user: Any, reviewer_client: Any, client_for: Any
+) -> None:
+    from apps.jobs.models import Job
+    from apps.review.models import GradingAttempt
+    from tests.review.factories import make_job, make_submission
+
+    submission = make_submission(
+        user,
+        program="print('hi')\n",
+        status="review_pending",
+        extra_files={"model.zip": b"PK\x05\x06" + bytes(18)},
+    )
+    job = make_job(submission, status="completed")
+    Job.objects.filter(pk=job.pk).update(logs="grader output here")
+    GradingAttempt.objects.create(
+        submission=submission, job=job, number=1, lease_token="t" * 32,
+        lease_expires_at=submission.created_at, outcome="review_pending",
+        reason="The program asked for a human review.",
+    )  # fmt: skip
+
+    body = reviewer_client.get(f"/api/review/submissions/{submission.pk}/").json()
+
+    files = {f["filename"]: f for f in body["files"]}
+    assert files["main.py"]["text"] == "print('hi')\n"
+    assert files["model.zip"]["text"] is None
+    assert body["logs"] == "grader output here"
+    assert body["attempts"][0]["reason"] == "The program asked for a human review."
+    assert client_for(user).get(f"/api/review/submissions/{submission.pk}/").status_code == 403
+    assert reviewer_client.get(f"/api/review/submissions/{'0' * 32}/").status_code == 404

@@ -91,3 +91,46 @@ class LeaderboardRowSerializer(serializers.Serializer[Any]):
     score = serializers.FloatField()
     submission_id = serializers.CharField()
     completed_at = serializers.DateTimeField()
+
+
+class ReviewFileSerializer(serializers.Serializer[Any]):
+    filename = serializers.CharField()
+    size = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    text = serializers.CharField(
+        allow_null=True, help_text="The content of a small text file (≤ 64 KiB), else null."
+    )
+
+
+class GradingAttemptSerializer(serializers.Serializer[Any]):
+    number = serializers.IntegerField()
+    outcome = serializers.CharField()
+    exit_code = serializers.IntegerField(allow_null=True)
+    score = serializers.FloatField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class ReviewDetailSerializer(serializers.Serializer[Any]):
+    """`GET /api/review/submissions/{id}/`: what a reviewer reads before a verdict."""
+
+    id = serializers.CharField(source="submission.pk")
+    owner = UserSerializer(source="submission.owner")
+    status = serializers.CharField(source="submission.status")
+    status_reason = serializers.CharField(source="submission.status_reason", allow_blank=True)
+    score = serializers.FloatField(source="submission.score", allow_null=True)
+    question_id = serializers.CharField(source="submission.question_id")
+    skill = serializers.CharField(source="submission.skill")
+    entrypoint = serializers.CharField(source="submission.entrypoint")
+    config_file = serializers.CharField(source="submission.config_file")
+    files = ReviewFileSerializer(many=True)
+    logs = serializers.SerializerMethodField(help_text="The grader's output (latest job).")
+    error = serializers.SerializerMethodField()
+    attempts = GradingAttemptSerializer(many=True)
+
+    def get_logs(self, detail: Any) -> str:
+        return str(detail.job.logs) if detail.job is not None else ""
+
+    def get_error(self, detail: Any) -> str:
+        return str(detail.job.error) if detail.job is not None else ""

@@ -6,6 +6,7 @@ _S = "review/submissions/<str:submission_id>/"
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("review/queue/", views.ReviewQueueApi.as_view(), name="review-queue"),
+    path(_S, views.ReviewDetailApi.as_view(), name="review-detail"),
     path(f"{_S}claim/", views.ReviewClaimApi.as_view(), name="review-claim"),
     path(f"{_S}extend/", views.ReviewClaimExtendApi.as_view(), name="review-extend"),
     path(f"{_S}release/", views.ReviewClaimReleaseApi.as_view(), name="review-release"),

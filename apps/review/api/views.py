@@ -49,6 +49,22 @@ def _claim_body(state: services.review.ClaimState) -> dict[str, Any]:
     }
 
 
+class ReviewDetailApi(APIView):
+    """A submission as a reviewer needs it: files (small text files inline), the grader's
+    output and every grading attempt. Reviewers only."""
+
+    @extend_schema(
+        parameters=[_ID],
+        responses={200: s.ReviewDetailSerializer, **error_responses(403, 404)},
+        operation_id="review_submission_detail",
+    )
+    def get(self, request: Request, submission_id: str) -> Response:
+        if not services.user_is_reviewer(request.user):
+            raise NotReviewer()
+        detail = selectors.review_detail(submission_id=_submission_id(submission_id))
+        return Response(s.ReviewDetailSerializer(detail).data)
+
+
 class ReviewQueueApi(APIView):
     """review_pending submissions: unclaimed or expired first, oldest first. Reviewers only."""
 
