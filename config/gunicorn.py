@@ -1,0 +1,26 @@
+"""gunicorn settings of the `web` process (Procfile): `gunicorn -c config/gunicorn.py`.
+
+Only what the metrics need; the command line sets bind, workers and logs.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def on_starting(server: Any) -> None:
+    """Read the settings once in the master, so that PROMETHEUS_MULTIPROC_DIR (the settings'
+    default when unset) is in the environment the workers inherit and `child_exit` uses."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    from django.conf import settings
+
+    settings.PROMETHEUS_MULTIPROC_DIR  # noqa: B018 - loading the settings sets the variable
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker ended: prometheus-client drops its live gauges' files (its counters and
+    histograms stay in the totals)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
