@@ -11,7 +11,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from apps.core.handlers import error_body
 from apps.core.metrics import metrics_enabled, metrics_exposition
@@ -58,13 +58,14 @@ def metrics_refusal(request: HttpRequest) -> JsonResponse | None:
 
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """Every process's `yoyaku_*` metrics in the Prometheus text format (SPEC §10)."""
+    """Every process's `yoyaku_*` metrics in the Prometheus text format 0.0.4 (SPEC §10), which
+    every Prometheus version reads (all our names are classic ones)."""
     if not metrics_enabled():
         return _refusal(HTTPStatus.NOT_FOUND, "not_found", "Metrics are off (METRICS_ENABLED).")
     refusal = metrics_refusal(request)
     if refusal is not None:
         return refusal
-    return HttpResponse(metrics_exposition(), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(metrics_exposition(), content_type=CONTENT_TYPE_PLAIN_0_0_4)
 
 
 @staff_member_required

@@ -412,7 +412,7 @@ def job_submit(
             ttl_hours=ttl_hours,
         )
         if claim.replay is not None:
-            log_bind(job_id=claim.replay.pk, submission_id=claim.replay.submission_id)
+            log_bind(job_id=claim.replay.pk)
             job_submission_counted(created=False)
             return SubmitResult(job=claim.replay, created=False)
 

@@ -352,7 +352,12 @@ def plan_run(plan: Plan) -> str:
         outcome = _request(plan, life)
         started = plan.started_at or timezone.now()  # always set by plans_start
         result = _plan_record(plan=plan, life=life, outcome=outcome, started=started)
-        plan_attempt_recorded(kind=plan.kind, status_code=outcome.status_code, result=result)
+        plan_attempt_recorded(
+            kind=plan.kind,
+            number=plan.attempts_count,
+            status_code=outcome.status_code,
+            result=result,
+        )
         logger.info(
             "plan %s (%s) attempt %s: %s -> %s",
             plan.pk,

@@ -37,10 +37,16 @@ PLAN_LATENESS = histogram(
 )
 ACTION_ATTEMPTS = counter(
     "yoyaku_schedule_action_attempts_total",
-    "Webhook attempts by plan kind and status class (599, a connection error or timeout, "
-    "is 5xx; refused: the target was refused before any request).",
-    ["kind", "status_class"],
-    initial=[(kind, cls) for kind in KINDS for cls in STATUS_CLASSES],
+    "Webhook attempts by plan kind, attempt (first, or retry: a plan's later attempts) and "
+    "status class (599, a connection error or timeout, is 5xx; refused: the target was "
+    "refused before any request).",
+    ["kind", "attempt", "status_class"],
+    initial=[
+        (kind, attempt, cls)
+        for kind in KINDS
+        for attempt in ("first", "retry")
+        for cls in STATUS_CLASSES
+    ],
 )
 ACTION_RETRIES = counter(
     "yoyaku_schedule_action_retries_total",
@@ -73,9 +79,10 @@ def plan_fired(*, kind: str, lateness: dt.timedelta) -> None:
     PLAN_LATENESS.labels(kind).observe(max(0.0, lateness.total_seconds()))
 
 
-def plan_attempt_recorded(*, kind: str, status_code: int | None, result: str) -> None:
-    """One attempt recorded with what followed: done, retry, failed (see `_plan_record`)."""
-    ACTION_ATTEMPTS.labels(kind, status_class(status_code)).inc()
+def plan_attempt_recorded(*, kind: str, number: int, status_code: int | None, result: str) -> None:
+    """Attempt `number` (1 = first) recorded with what followed: done, retry, failed."""
+    attempt = "first" if number <= 1 else "retry"
+    ACTION_ATTEMPTS.labels(kind, attempt, status_class(status_code)).inc()
     if result == "retry":
         ACTION_RETRIES.labels(kind).inc()
     else:

@@ -3,11 +3,17 @@ rate, retries and the file-size distribution)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Iterable
 from functools import wraps
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from apps.core.metrics import count_refusals, counter, histogram
+from django.conf import settings
+from django.core.files.storage import FileSystemStorage, default_storage
+from prometheus_client.core import Metric
+
+from apps.core.metrics import count_refusals, counter, gauge, histogram, register_scrape_collector
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -71,3 +77,30 @@ def counts_upload_refusals(function: Callable[P, R]) -> Callable[P, R]:
             return function(*args, **kwargs)
 
     return counted
+
+
+# --- read at scrape time ---------------------------------------------------------------------
+
+
+def storage_collect() -> Iterable[Metric]:
+    """Free and total bytes of the file system holding MEDIA_ROOT when files are stored there
+    (a statvfs call; no samples for S3, whose capacity is not ours to watch)."""
+    if not isinstance(default_storage, FileSystemStorage):
+        return
+    root = Path(settings.MEDIA_ROOT)
+    while not root.exists() and root != root.parent:
+        root = root.parent
+    usage = shutil.disk_usage(root)
+    yield gauge(
+        "yoyaku_storage_free_bytes",
+        "Free bytes on the file system of the submission files (MEDIA_ROOT).",
+        usage.free,
+    )
+    yield gauge(
+        "yoyaku_storage_capacity_bytes",
+        "Size of the file system of the submission files (MEDIA_ROOT).",
+        usage.total,
+    )
+
+
+register_scrape_collector("storage", storage_collect)
