@@ -18,7 +18,7 @@ from apps.jobs.models import Job, JobStatus
 from apps.review.services import grading_run
 from apps.submissions.models import Submission, SubmissionStatus
 from tests.metrics import deltas, scrape
-from tests.processes import Start, child_env, start_process, stop, wait_for  # noqa: F401
+from tests.processes import Start, child_env, stop, wait_for
 from tests.review.factories import make_job, make_submission
 
 pytestmark = pytest.mark.django_db(transaction=True)

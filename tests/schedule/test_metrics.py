@@ -18,7 +18,7 @@ from apps.core.queue import task_broker
 from apps.schedule.execution import plan_claim, plan_execute, plan_invalidate_late
 from apps.schedule.models import Life, Plan, PlanKind, PlanState
 from tests.metrics import deltas, scrape
-from tests.processes import Start, child_env, start_process, stop, wait_for  # noqa: F401
+from tests.processes import Start, child_env, stop, wait_for
 from tests.schedule.conftest import Receiver
 from tests.schedule.factories import book_point, book_term
 
