@@ -54,9 +54,9 @@ def test_a_client_request_id_is_kept_and_returned(user_client: APIClient) -> Non
 def test_a_missing_or_unusable_request_id_is_replaced_by_a_new_one(
     user_client: APIClient, sent: str | None
 ) -> None:
-    headers = {} if sent is None else {"HTTP_X_REQUEST_ID": sent}
-    first = user_client.get("/api/me/", **headers)["X-Request-ID"]
-    second = user_client.get("/api/me/", **headers)["X-Request-ID"]
+    headers = {} if sent is None else {"X-Request-ID": sent}
+    first = user_client.get("/api/me/", headers=headers)["X-Request-ID"]
+    second = user_client.get("/api/me/", headers=headers)["X-Request-ID"]
     assert HEX32.match(first)
     assert HEX32.match(second)
     assert first != second

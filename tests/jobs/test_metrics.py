@@ -35,7 +35,7 @@ def test_submissions_are_counted_by_outcome(
 ) -> None:
     QuotaPolicy.objects.create(user=user, max_concurrent_jobs=2, monthly_cost_limit=5)
     subs = [make_submission(owner=user) for _ in range(4)]
-    incomplete = make_submission(owner=user, files=["main.py"])
+    incomplete = make_submission(owner=user, files=("main.py",))
     before = scrape(settings)
     codes = [
         post_job(user_client, {"submission_id": subs[0].pk}, **{"Idempotency-Key": "k1"}),  # 201
