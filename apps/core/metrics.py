@@ -96,31 +96,27 @@ def histogram(
     return metric
 
 
-def count_refusals(metric: Counter, *, also: Callable[[DomainError], None] | None = None) -> Any:
+class count_refusals:  # noqa: N801 - used as a context manager, read as a function
     """Context manager: a DomainError leaving the block is counted once on `metric` with its
     error code as the only label (then re-raised). Nested blocks counting on the same metric
     count it once (the exception is marked), so a service may call another counted service."""
-    return _CountRefusals(metric, also)
 
-
-class _CountRefusals:
-    def __init__(self, metric: Counter, also: Callable[[DomainError], None] | None) -> None:
+    def __init__(self, metric: Counter) -> None:
         self.metric = metric
-        self.also = also
 
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: object
+    ) -> None:
         if not isinstance(error, DomainError):
             return
-        marks: set[int] = getattr(error, "_yoyaku_counted", set())
+        marks: frozenset[int] = getattr(error, "_yoyaku_counted", frozenset())
         if id(self.metric) in marks:
             return
-        error._yoyaku_counted = {*marks, id(self.metric)}  # type: ignore[attr-defined]
+        error._yoyaku_counted = marks | {id(self.metric)}  # type: ignore[attr-defined]
         self.metric.labels(error.code).inc()
-        if self.also is not None:
-            self.also(error)
 
 
 # --- scrape-time collectors --------------------------------------------------------------------
