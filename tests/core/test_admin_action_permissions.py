@@ -78,12 +78,12 @@ def _claimed(owner: User) -> tuple[str, Callable[[], bool]]:
 
 
 def _life(owner: User) -> tuple[Any, Callable[[], bool]]:
-    life = book_point(owner, url="/hook")
+    life = book_point(owner, url="/api/me/")
     return life.pk, lambda: Life.objects.get(pk=life.pk).state == LifeState.STILLBIRTH
 
 
 def _failed_plan(owner: User) -> tuple[Plan, Callable[[], bool]]:
-    life = book_point(owner, url="/hook")
+    life = book_point(owner, url="/api/me/")
     plan = life.plans.get()
     Plan.objects.filter(pk=plan.pk).update(state=PlanState.FAILED, finished_at=timezone.now())
     return plan, lambda: Plan.objects.get(pk=plan.pk).state == PlanState.STANDBY
