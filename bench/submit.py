@@ -13,7 +13,9 @@ duplicate counts are read back from the database (both must be 0).
 
 Environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/yoyaku_bench_submit,
 created and dropped by the run), BENCH_REQUESTS (per client, default 120), BENCH_WORKERS
-(gunicorn workers, default 4), BENCH_ROUNDS (race rounds, default 5).
+(gunicorn workers, default 4), BENCH_ROUNDS (race rounds, default 5), BENCH_SLICES (how many
+slices the loads alternate in, default 4), BENCH_METRICS_AA=1 (a calibration run: the "metrics on"
+server starts with metrics off too, so the on/off ratio shows the noise of the comparison).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ RACERS = 64
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "120"))
 WORKERS = int(os.environ.get("BENCH_WORKERS", "4"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
-SLICES = 4
+SLICES = int(os.environ.get("BENCH_SLICES", "4"))
 DB_URL = os.environ.get(
     "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/yoyaku_bench_submit"
 )
@@ -319,6 +321,7 @@ def _run() -> int:
     _psql_admin(f'CREATE DATABASE "{_db_name()}"')
     server: Server | None = None
     server_off: Server | None = None
+    server_base: Server | None = None
     try:
         _setup_django()
         from django.core.management import call_command
@@ -332,9 +335,12 @@ def _run() -> int:
         connections.close_all()
 
         metrics_dir = tempfile.mkdtemp(prefix="yoyaku-bench-metrics-")
-        server = Server(metrics=True, metrics_dir=metrics_dir)
+        calibration = os.environ.get("BENCH_METRICS_AA") == "1"
+        # The baseline has a server of its own, so the two compared servers serve alike.
+        server_base = Server(metrics=False)
+        server = Server(metrics=not calibration, metrics_dir=metrics_dir)
         server_off = Server(metrics=False)
-        port, port_off = server.port, server_off.port
+        port_base, port, port_off = server_base.port, server.port, server_off.port
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(
             f"gunicorn {WORKERS} sync workers, PostgreSQL, {CLIENTS} clients x {REQUESTS} "
@@ -342,11 +348,11 @@ def _run() -> int:
             flush=True,
         )
         # Warm-up: every worker opens its database connection.
+        warm: list[list[tuple[str, str, dict[str, Any]]]] = [
+            [("/bench/baseline/", tok, {})] * 5 for _, tok, _ in users
+        ]
+        run_load(port_base, warm)
         for some_port, offset in ((port, 0), (port_off, 5)):
-            warm: list[list[tuple[str, str, dict[str, Any]]]] = [
-                [("/bench/baseline/", tok, {})] * 5 for _, tok, _ in users
-            ]
-            run_load(some_port, warm)
             warm_jobs = [
                 [("/api/jobs/", tok, {"submission_id": sids[-1 - offset - i]}) for i in range(5)]
                 for _, tok, sids in users
@@ -390,7 +396,10 @@ def _run() -> int:
             if (start // step) % 2:
                 # Every other slice runs "off" first, so neither side always follows the other.
                 loads = [loads[1], loads[0], loads[3], loads[2]]
-            for name, target, work, expected in [("baseline", port, baseline_work, 201), *loads]:
+            for name, target, work, expected in [
+                ("baseline", port_base, baseline_work, 201),
+                *loads,
+            ]:
                 elapsed, lat, results = run_load(target, work)
                 assert all(status == expected for status, _ in results), {s for s, _ in results}
                 total, latencies = totals[name]
@@ -416,15 +425,19 @@ def _run() -> int:
             f"the measured throughput",
             flush=True,
         )
-        counted = _scraped(port, "yoyaku_job_submissions_total", "created")
-        replays = _scraped(port, "yoyaku_job_submissions_total", "replay")
-        print(
-            f"  /metrics of the server with metrics: {counted:.0f} jobs created, {replays:.0f} "
-            f"replays (sent: {CLIENTS * (REQUESTS + 5)} and {CLIENTS * REQUESTS})",
-            flush=True,
-        )
-        assert counted == CLIENTS * (REQUESTS + 5)
-        assert replays == CLIENTS * REQUESTS
+        if calibration:
+            print("  (calibration: both compared servers ran with metrics off)", flush=True)
+        else:
+            counted = _scraped(port, "yoyaku_job_submissions_total", "created")
+            replays = _scraped(port, "yoyaku_job_submissions_total", "replay")
+            print(
+                f"  /metrics of the server with metrics: {counted:.0f} jobs created, "
+                f"{replays:.0f} replays (sent: {CLIENTS * (REQUESTS + 5)} and "
+                f"{CLIENTS * REQUESTS})",
+                flush=True,
+            )
+            assert counted == CLIENTS * (REQUESTS + 5)
+            assert replays == CLIENTS * REQUESTS
 
         overshoot, extra = race_quota(port)
         duplicates = race_key(port)
@@ -436,7 +449,7 @@ def _run() -> int:
         connections.close_all()
         return 0 if overshoot == 0 and extra == 0 and duplicates == 0 else 1
     finally:
-        for running in (server, server_off):
+        for running in (server, server_off, server_base):
             if running is not None:
                 running.stop()
         try:

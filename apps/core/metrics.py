@@ -6,7 +6,7 @@ Every process (gunicorn workers, qcluster workers, watchers) writes its samples 
 `/metrics` view sums them with `MultiProcessCollector` and adds the values the scrape-time
 collectors read from the database at that moment (queue depth, heartbeat ages, ...).
 
-Rules for every metric: named `yoyaku_<app>_...` in base units (`_seconds`, `_bytes`,
+Rules for every metric: named `yoyaku_...` in base units (`_seconds`, `_bytes`,
 `_total` for counters); label values from a small fixed set (a route name, a status class,
 an error code — never a user id or an object id); counted where the event happens (a
 service), declared in the app's own `metrics.py`. With `METRICS_ENABLED` off every metric is a
