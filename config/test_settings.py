@@ -3,6 +3,7 @@
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -15,8 +16,9 @@ os.environ.setdefault("SESSION_COOKIE_SECURE", "false")
 os.environ.setdefault("CSRF_COOKIE_SECURE", "false")
 
 # A fresh metrics folder per test session, shared with the processes the tests start (they
-# inherit the variable); removed when the session ends.
-if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+# inherit the variable); removed when the session ends. Other users of these settings (mypy's
+# Django plugin, which ends without running exit handlers) get the settings' default folder.
+if "PROMETHEUS_MULTIPROC_DIR" not in os.environ and "pytest" in sys.modules:
     _metrics_dir = tempfile.mkdtemp(prefix="yoyaku-test-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
     atexit.register(shutil.rmtree, _metrics_dir, ignore_errors=True)
