@@ -30,12 +30,13 @@ migrate: $(STAMP)
 run: migrate
 	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py bootstrap
+	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py metrics_clean
 	@echo
 	@echo "  API:     http://127.0.0.1:$(PORT)/api/   (Authorization: Bearer <token above>)"
 	@echo "  Docs:    http://127.0.0.1:$(PORT)/api/docs/"
 	@echo "  Admin:   http://127.0.0.1:$(PORT)/admin/   (admin / password above)"
 	@echo "  Pages:   http://127.0.0.1:$(PORT)/submit/  /jobs/  /leaderboard/  /review/"
-	@echo "  Health:  http://127.0.0.1:$(PORT)/healthz"
+	@echo "  Health:  http://127.0.0.1:$(PORT)/healthz   Metrics: /metrics   Ops: /ops/"
 	@echo
 	DEBUG=$${DEBUG:-true} PORT=$(PORT) $(BIN)/honcho -f Procfile.dev start
 

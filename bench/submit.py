@@ -4,13 +4,18 @@ One run measures, with 16 concurrent clients (one user each):
   - baseline: a plain DRF endpoint that inserts one row (mounted only for this benchmark),
   - submit:   POST /api/jobs/ with a new idempotency key (and a new draft submission) each,
   - replay:   POST /api/jobs/ repeating those keys (answered from the key, no new job),
-and prints throughput and p50/p99 latency with ratios to the baseline. Then 64 clients race
-on one user's concurrent-job quota (limit 5) and on one key, and the overshoot / duplicate
-counts are read back from the database (both must be 0).
+and prints throughput and p50/p99 latency with ratios to the baseline. The same submit and
+replay loads also run, interleaved slice by slice, against a second gunicorn started with
+METRICS_ENABLED=false: the ratio on/off is what the Prometheus metrics cost (target: at most
+5 % of throughput), and a scrape of the first server checks that its jobs were counted. Then 64
+clients race on one user's concurrent-job quota (limit 5) and on one key, and the overshoot /
+duplicate counts are read back from the database (both must be 0).
 
 Environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/yoyaku_bench_submit,
 created and dropped by the run), BENCH_REQUESTS (per client, default 120), BENCH_WORKERS
-(gunicorn workers, default 4), BENCH_ROUNDS (race rounds, default 5).
+(gunicorn workers, default 4), BENCH_ROUNDS (race rounds, default 5), BENCH_SLICES (how many
+slices the loads alternate in, default 4), BENCH_METRICS_AA=1 (a calibration run: the "metrics on"
+server starts with metrics off too, so the on/off ratio shows the noise of the comparison).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,7 +40,7 @@ RACERS = 64
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "120"))
 WORKERS = int(os.environ.get("BENCH_WORKERS", "4"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
-SLICES = 4
+SLICES = int(os.environ.get("BENCH_SLICES", "4"))
 DB_URL = os.environ.get(
     "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/yoyaku_bench_submit"
 )
@@ -83,8 +89,11 @@ def _setup_django() -> None:
     django.setup()
 
 
+METRICS_TOKEN = "bench-metrics-token"  # noqa: S105 - a loopback benchmark's own server
+
+
 class Server:
-    def __init__(self) -> None:
+    def __init__(self, *, metrics: bool = True, metrics_dir: str = "") -> None:
         self.port = _free_port()
         env = {
             **os.environ,
@@ -92,13 +101,19 @@ class Server:
             "DATABASE_URL": DB_URL,
             "LOG_LEVEL": "ERROR",
             "DEBUG": "false",
+            "METRICS_ENABLED": "true" if metrics else "false",
+            "METRICS_TOKEN": METRICS_TOKEN,
         }
+        if metrics_dir:
+            env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         self.process = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "gunicorn",
                 "config.wsgi",
+                "-c",
+                "config/gunicorn.py",
                 "--bind",
                 f"127.0.0.1:{self.port}",
                 "--workers",
@@ -216,6 +231,40 @@ def prepare_users(count: int, prefix: str, per_user_submissions: int, **policy: 
     return users
 
 
+def _metric_calls_cost(rounds: int = 20000) -> float:
+    """Seconds per submission spent in its metric calls, in multiprocess mode (files)."""
+    code = (
+        "import os, tempfile, time\n"
+        "os.environ['PROMETHEUS_MULTIPROC_DIR'] = tempfile.mkdtemp()\n"
+        "from prometheus_client import Counter, Histogram\n"
+        "r = Counter('yoyaku_r_total', '', ['route', 'method', 'status_class'], registry=None)\n"
+        "d = Histogram('yoyaku_d_seconds', '', ['route', 'method'], registry=None)\n"
+        "j = Counter('yoyaku_j_total', '', ['outcome'], registry=None)\n"
+        "t = time.perf_counter()\n"
+        f"for _ in range({rounds}):\n"
+        "    r.labels('jobs', 'POST', '2xx').inc()\n"
+        "    d.labels('jobs', 'POST').observe(0.01)\n"
+        "    j.labels('created').inc()\n"
+        f"print((time.perf_counter() - t) / {rounds})\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    return float(out.strip())
+
+
+def _scraped(port: int, name: str, outcome: str) -> float:
+    """One sample of the server's /metrics (summed over its workers)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    wanted = f'{name}{{outcome="{outcome}"}} '
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(wanted))
+
+
 def race_quota(port: int) -> tuple[int, int]:
     """64 clients, one user, limit 5, distinct keys: (worst overshoot, total 201s beyond 5)."""
     from apps.jobs.models import ACTIVE_JOB_STATUSES, Job
@@ -271,6 +320,8 @@ def _run() -> int:
     _psql_admin(f'DROP DATABASE IF EXISTS "{_db_name()}"')
     _psql_admin(f'CREATE DATABASE "{_db_name()}"')
     server: Server | None = None
+    server_off: Server | None = None
+    server_base: Server | None = None
     try:
         _setup_django()
         from django.core.management import call_command
@@ -278,11 +329,18 @@ def _run() -> int:
 
         call_command("migrate", verbosity=0)
         big = {"max_concurrent_jobs": 1_000_000, "max_jobs_per_day": 1_000_000}
-        users = prepare_users(CLIENTS, "load", REQUESTS + 10, **big)
+        # Submissions [0, REQUESTS) go to the server with metrics, [REQUESTS, 2 x REQUESTS)
+        # to the one without; the last 10 warm both up.
+        users = prepare_users(CLIENTS, "load", 2 * REQUESTS + 10, **big)
         connections.close_all()
 
-        server = Server()
-        port = server.port
+        metrics_dir = tempfile.mkdtemp(prefix="yoyaku-bench-metrics-")
+        calibration = os.environ.get("BENCH_METRICS_AA") == "1"
+        # The baseline has a server of its own, so the two compared servers serve alike.
+        server_base = Server(metrics=False)
+        server = Server(metrics=not calibration, metrics_dir=metrics_dir)
+        server_off = Server(metrics=False)
+        port_base, port, port_off = server_base.port, server.port, server_off.port
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(
             f"gunicorn {WORKERS} sync workers, PostgreSQL, {CLIENTS} clients x {REQUESTS} "
@@ -293,55 +351,93 @@ def _run() -> int:
         warm: list[list[tuple[str, str, dict[str, Any]]]] = [
             [("/bench/baseline/", tok, {})] * 5 for _, tok, _ in users
         ]
-        run_load(port, warm)
-        warm_jobs = [
-            [("/api/jobs/", tok, {"submission_id": sids[-1 - i]}) for i in range(5)]
-            for _, tok, sids in users
-        ]
-        run_load(port, warm_jobs)
+        run_load(port_base, warm)
+        for some_port, offset in ((port, 0), (port_off, 5)):
+            warm_jobs = [
+                [("/api/jobs/", tok, {"submission_id": sids[-1 - offset - i]}) for i in range(5)]
+                for _, tok, sids in users
+            ]
+            run_load(some_port, warm_jobs)
 
-        # The three loads alternate in SLICES short slices, so a change in the machine's load
-        # (it may be shared) hits them alike; times and latencies are summed per load.
-        totals: dict[str, tuple[float, list[float]]] = {
-            "baseline": (0.0, []),
-            "submit": (0.0, []),
-            "replay": (0.0, []),
-        }
+        # The loads alternate in SLICES short slices, so a change in the machine's load (it may
+        # be shared) hits them alike; times and latencies are summed per load.
+        names = ("baseline", "submit", "replay", "submit-off", "replay-off")
+        totals: dict[str, tuple[float, list[float]]] = {name: (0.0, []) for name in names}
         step = -(-REQUESTS // SLICES)
         for start in range(0, REQUESTS, step):
             part = range(start, min(REQUESTS, start + step))
             baseline_work: list[list[tuple[str, str, dict[str, Any]]]] = [
                 [("/bench/baseline/", tok, {}) for _ in part] for _, tok, _ in users
             ]
-            submit_work = [
-                [
-                    (
-                        "/api/jobs/",
-                        tok,
-                        {"submission_id": sids[i], "idempotency_key": f"k-{sids[i]}"},
-                    )
-                    for i in part
+
+            def submits(shift: int, part: range = part) -> list[list[tuple[str, str, Any]]]:
+                return [
+                    [
+                        (
+                            "/api/jobs/",
+                            tok,
+                            {
+                                "submission_id": sids[shift + i],
+                                "idempotency_key": f"k-{sids[shift + i]}",
+                            },
+                        )
+                        for i in part
+                    ]
+                    for _, tok, sids in users
                 ]
-                for _, tok, sids in users
+
+            on, off = submits(0), submits(REQUESTS)
+            loads = [
+                ("submit", port, on, 201),
+                ("submit-off", port_off, off, 201),
+                ("replay", port, on, 200),
+                ("replay-off", port_off, off, 200),
             ]
-            for name, work, expected in (
-                ("baseline", baseline_work, 201),
-                ("submit", submit_work, 201),
-                ("replay", submit_work, 200),
-            ):
-                elapsed, lat, results = run_load(port, work)
+            if (start // step) % 2:
+                # Every other slice runs "off" first, so neither side always follows the other.
+                loads = [loads[1], loads[0], loads[3], loads[2]]
+            for name, target, work, expected in [
+                ("baseline", port_base, baseline_work, 201),
+                *loads,
+            ]:
+                elapsed, lat, results = run_load(target, work)
                 assert all(status == expected for status, _ in results), {s for s, _ in results}
                 total, latencies = totals[name]
                 totals[name] = (total + elapsed, latencies + lat)
-        base, sub, rep = (
-            summarize(name, *totals[name]) for name in ("baseline", "submit", "replay")
-        )
+        base, sub, rep, sub_off, rep_off = (summarize(name, *totals[name]) for name in names)
         print(
             f"  ratios: submit/baseline throughput {sub['rate'] / base['rate']:.2f} "
             f"(target >= 0.50), replay/baseline {rep['rate'] / base['rate']:.2f}; "
             f"submit p99 {sub['p99']:.0f} ms (target <= 100)",
             flush=True,
         )
+        print(
+            f"  metrics on/off: submit throughput {sub['rate'] / sub_off['rate']:.3f}, replay "
+            f"{rep['rate'] / rep_off['rate']:.3f} (target >= 0.95: metrics cost <= 5 %); "
+            f"submit p50 {sub['p50']:.1f} vs {sub_off['p50']:.1f} ms",
+            flush=True,
+        )
+        per_request = _metric_calls_cost()
+        print(
+            f"  the metric calls of one submission (HTTP counter + histogram, the submission "
+            f"counter), timed in-process: {per_request * 1e6:.1f} us = "
+            f"{per_request / (1 / sub_off['rate']) * 100:.2f} % of the time per submission at "
+            f"the measured throughput",
+            flush=True,
+        )
+        if calibration:
+            print("  (calibration: both compared servers ran with metrics off)", flush=True)
+        else:
+            counted = _scraped(port, "yoyaku_job_submissions_total", "created")
+            replays = _scraped(port, "yoyaku_job_submissions_total", "replay")
+            print(
+                f"  /metrics of the server with metrics: {counted:.0f} jobs created, "
+                f"{replays:.0f} replays (sent: {CLIENTS * (REQUESTS + 5)} and "
+                f"{CLIENTS * REQUESTS})",
+                flush=True,
+            )
+            assert counted == CLIENTS * (REQUESTS + 5)
+            assert replays == CLIENTS * REQUESTS
 
         overshoot, extra = race_quota(port)
         duplicates = race_key(port)
@@ -353,8 +449,9 @@ def _run() -> int:
         connections.close_all()
         return 0 if overshoot == 0 and extra == 0 and duplicates == 0 else 1
     finally:
-        if server is not None:
-            server.stop()
+        for running in (server, server_off, server_base):
+            if running is not None:
+                running.stop()
         try:
             from django.db import connections
 

@@ -8,6 +8,9 @@ of that name. Numbers accept fractions so tests and demos can shrink time.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +102,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the request id, log context and HTTP metrics cover every response.
+    "apps.core.middleware.RequestObservabilityMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.core.middleware.ApiJsonErrorMiddleware",
@@ -387,14 +392,53 @@ else:
     Q_CLUSTER["orm"] = "default"
 
 # --- Logging ----------------------------------------------------------------------------------
+# `plain` (default, for `make run`) or `json`: one JSON object per line (python-json-logger)
+# with time, level, logger, message, request_id, user_id and the job / submission / life /
+# plan ids the line is about (apps/core/logcontext.py puts them on every record).
+LOG_FORMAT = env.str("LOG_FORMAT", default="plain")
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}")
+# One access line per request (logger `yoyaku.request`) with its status and duration.
+LOG_REQUESTS = env.bool("LOG_REQUESTS", default=True)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "apps.core.logcontext.ContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s"},
+        "json": {"()": "apps.core.logcontext.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# --- Metrics (SPEC §10) -----------------------------------------------------------------------
+# GET /metrics (Prometheus text format) needs `Authorization: Bearer <METRICS_TOKEN>`; without a
+# token it is open only with DEBUG on. METRICS_ENABLED=false turns every metric into a no-op
+# and /metrics into a 404 (the benchmark's "metrics off").
+METRICS_ENABLED = env.bool("METRICS_ENABLED", default=True)
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+# prometheus-client's multiprocess mode: every process (gunicorn workers, qcluster workers,
+# watchers) writes its samples to files in this folder and /metrics sums them. prometheus-client
+# reads the variable itself, before the first metric exists, so the default is put in the
+# environment here (inherited by child processes). Wipe it with `manage.py metrics_clean`
+# before the processes of a host start (docs/observability.md).
+PROMETHEUS_MULTIPROC_DIR = env.str(
+    "PROMETHEUS_MULTIPROC_DIR",
+    default=str(
+        Path(tempfile.gettempdir())
+        / f"yoyaku-metrics-{hashlib.sha256(str(BASE_DIR).encode()).hexdigest()[:12]}"
+    ),
+)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
+Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
 
 # --- Web pages --------------------------------------------------------------------------------
 PAGES_RETRY_BASE_DELAY_MS = int(env_number("PAGES_RETRY_BASE_DELAY_MS", 500))

@@ -1,6 +1,10 @@
 """Settings for the test suite: the production settings with test-only secrets filled in."""
 
+import atexit
 import os
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
@@ -10,6 +14,14 @@ os.environ.setdefault(
 # The suite's live servers speak plain HTTP on loopback (SPEC §10: loopback tests set these off).
 os.environ.setdefault("SESSION_COOKIE_SECURE", "false")
 os.environ.setdefault("CSRF_COOKIE_SECURE", "false")
+
+# A fresh metrics folder per test session, shared with the processes the tests start (they
+# inherit the variable); removed when the session ends. Other users of these settings (mypy's
+# Django plugin, which ends without running exit handlers) get the settings' default folder.
+if "PROMETHEUS_MULTIPROC_DIR" not in os.environ and "pytest" in sys.modules:
+    _metrics_dir = tempfile.mkdtemp(prefix="yoyaku-test-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
+    atexit.register(shutil.rmtree, _metrics_dir, ignore_errors=True)
 
 from config.settings import *  # noqa: F403
 

@@ -4,6 +4,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from apps.core.api.views import ApiNotFound, healthz
+from apps.core.ops import metrics_view, ops_page
 from apps.core.pages import JobDetailPage, JobsPage, LeaderboardPage, ReviewPage, SubmitPage
 
 admin.site.site_header = "Yoyaku administration"
@@ -30,6 +31,8 @@ urlpatterns = [
     path("leaderboard/", LeaderboardPage.as_view(), name="leaderboard"),
     path("review/", ReviewPage.as_view(), name="review"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
+    path("ops/", ops_page, name="ops"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include(api_patterns)),

@@ -7,4 +7,7 @@ class CoreConfig(AppConfig):
     verbose_name = "Platform"
 
     def ready(self) -> None:
-        from apps.core import periodic  # noqa: F401 - registers the periodic tasks
+        from apps.core import (
+            metrics,  # noqa: F401 - declares the app's metrics
+            periodic,  # noqa: F401 - registers the periodic tasks
+        )

@@ -1,17 +1,93 @@
-"""Keep `/api/` JSON even where Django, not DRF, produced the error (CSRF, 400s, 500s)."""
+"""Request middleware: request ids, log context and HTTP metrics for every request; JSON
+errors under `/api/` even where Django, not DRF, produced the error (CSRF, 400s, 500s)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
+import time
+import uuid
 from collections.abc import Callable
 from http import HTTPStatus
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from apps.core.handlers import error_body, status_code_name
+from apps.core.logcontext import request_context_end, request_context_start
+from apps.core.metrics import http_request_observe
 
 logger = logging.getLogger(__name__)
+request_logger = logging.getLogger("yoyaku.request")
+
+REQUEST_ID_HEADER = "X-Request-ID"
+# A client's request id is kept when it is a plausible trace id (uuid, hex, base64, W3C
+# traceparent); anything else (spaces, control characters, 200 characters) is replaced.
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=@-]{1,128}$")
+
+
+def request_id_from(header: str | None) -> str:
+    """The client's `X-Request-ID` when acceptable, else a new one (32 hex characters)."""
+    if header and _REQUEST_ID.match(header):
+        return header
+    return uuid.uuid4().hex
+
+
+def route_name(request: HttpRequest) -> str:
+    """A bounded label for the request's route: the URL pattern's view name (`job-detail`),
+    `static` for static files, `unmatched` when no pattern matched."""
+    match = getattr(request, "resolver_match", None)
+    if match is not None and match.view_name:
+        return str(match.view_name)
+    if request.path.startswith(str(settings.STATIC_URL)):
+        return "static"
+    return "unmatched"
+
+
+class RequestObservabilityMiddleware:
+    """First in MIDDLEWARE: accepts or makes the request id and returns it on every response
+    (errors included), binds it for every log line of the request (the user id joins once
+    the request is authenticated), writes one access line and records the HTTP metrics."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+        self.log_requests = bool(settings.LOG_REQUESTS)
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
+        request.request_id = request_id  # type: ignore[attr-defined]
+        tokens = request_context_start(request=request, request_id=request_id)
+        try:
+            response = self.get_response(request)
+            response[REQUEST_ID_HEADER] = request_id
+            seconds = time.perf_counter() - started
+            route = route_name(request)
+            http_request_observe(
+                route=route,
+                method=request.method or "",
+                status=response.status_code,
+                seconds=seconds,
+            )
+            if self.log_requests:
+                request_logger.info(
+                    "%s %s %s %.1f ms",
+                    request.method,
+                    request.path,
+                    response.status_code,
+                    seconds * 1000,
+                    extra={
+                        "method": request.method,
+                        "path": request.path,
+                        "route": route,
+                        "status": response.status_code,
+                        "duration_ms": round(seconds * 1000, 3),
+                    },
+                )
+            return response
+        finally:
+            request_context_end(tokens)
 
 
 class ApiJsonErrorMiddleware:

@@ -10,6 +10,8 @@ from typing import Any
 
 from django.db import transaction
 
+from apps.core.metrics import TASK_ENQUEUE_FAILURES
+
 logger = logging.getLogger(__name__)
 
 
@@ -65,6 +67,7 @@ class TaskEnqueue:
             async_task(self.task, *self.args, broker=task_broker())
         except Exception:
             logger.exception("Could not enqueue %s%r.", self.task, self.args)
+            TASK_ENQUEUE_FAILURES.labels(self.task).inc()
             if not self.robust:
                 raise
 

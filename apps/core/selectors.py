@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, TypeVar
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Model, QuerySet
+from django.db.models import Model, Q, QuerySet
 
 from apps.core.exceptions import NotFound, PermissionDenied
 from apps.core.models import Heartbeat
@@ -13,6 +14,15 @@ M = TypeVar("M", bound=Model)
 
 def heartbeat_get(*, name: str) -> Heartbeat | None:
     return Heartbeat.objects.filter(name=name).first()
+
+
+def heartbeats_named(*, name: str, prefix: str) -> list[tuple[str, dt.datetime]]:
+    """(name, last tick) of the heartbeat `name` and of those whose name starts with `prefix`
+    (a handful of rows: one per running process of a kind)."""
+    rows = Heartbeat.objects.filter(Q(name=name) | Q(name__startswith=prefix)).values_list(
+        "name", "last_tick"
+    )
+    return [(str(row_name), tick) for row_name, tick in rows]
 
 
 def owned_get(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -84,3 +85,18 @@ def heartbeat_beat(*, name: str, detail: dict[str, object] | None = None) -> Hea
             beat.detail = detail
         beat.save(update_fields=["beats", "last_tick", "detail"])
     return beat
+
+
+def heartbeat_forget(*, name: str) -> None:
+    """Remove process `name`'s heartbeat (it stopped on purpose)."""
+    Heartbeat.objects.filter(name=name).delete()
+
+
+def heartbeats_purge(*, prefix: str, older_than: dt.datetime, dry_run: bool = False) -> int:
+    """Remove the heartbeats named `prefix...` silent since before `older_than` (processes that
+    died without saying so); returns how many."""
+    stale = Heartbeat.objects.filter(name__startswith=prefix, last_tick__lt=older_than)
+    if dry_run:
+        return stale.count()
+    removed, _ = stale.delete()
+    return removed

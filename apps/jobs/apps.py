@@ -6,4 +6,7 @@ class JobsConfig(AppConfig):
     label = "jobs"
 
     def ready(self) -> None:
-        from apps.jobs import cleanup  # noqa: F401 - registers the `keys` cleanup kind
+        from apps.jobs import (
+            cleanup,  # noqa: F401 - registers the `keys` cleanup kind
+            metrics,  # noqa: F401 - declares the app's metrics
+        )

@@ -49,6 +49,9 @@ class Job(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # X-Request-ID of the request that created the job: the grading worker's log lines about
+    # the job carry it, so one id follows the job from the API call to its result.
+    request_id = models.CharField(max_length=128, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]
@@ -60,6 +63,12 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["owner", "status"], name="jobs_owner_status"),
             models.Index(fields=["owner", "created_at"], name="jobs_owner_created"),
+            # The grading queue's depth and oldest job, read at every metrics scrape.
+            models.Index(
+                fields=["created_at"],
+                name="jobs_queued_created",
+                condition=models.Q(status="queued"),
+            ),
         ]
 
     def __str__(self) -> str:

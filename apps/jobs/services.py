@@ -20,6 +20,7 @@ import logging
 import math
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -28,6 +29,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from apps.core.exceptions import InvalidRequest, InvalidTransition
+from apps.core.logcontext import current_request_id, log_bind
 from apps.core.models_utils import new_hex_id
 from apps.core.queue import enqueue_on_commit
 from apps.jobs.exceptions import (
@@ -37,6 +39,12 @@ from apps.jobs.exceptions import (
     IdempotencyRequestInProgress,
     InvalidIdempotencyKey,
     MissingFiles,
+)
+from apps.jobs.metrics import (
+    IDEMPOTENCY_TAKEOVERS,
+    counts_submission_refusals,
+    job_finished,
+    job_submission_counted,
 )
 from apps.jobs.models import FINISHED_JOB_STATUSES, JOB_TRANSITIONS, IdempotencyKey, Job, JobStatus
 from apps.jobs.selectors import idempotency_key_lookup, job_get
@@ -74,6 +82,8 @@ def job_transition(*, job: Job, to: JobStatus, **fields: Any) -> Job:
         )
     for name, value in values.items():
         setattr(job, name, value)
+    if to in FINISHED_JOB_STATUSES:
+        transaction.on_commit(partial(job_finished, status=to))
     return job
 
 
@@ -86,7 +96,10 @@ def job_finish(*, job_id: str, to: JobStatus, **fields: Any) -> bool:
     sources = [s for s in JOB_TRANSITIONS.sources_of(to) if s not in FINISHED_JOB_STATUSES]
     values: dict[str, Any] = {"status": to, **fields}
     values.setdefault("finished_at", timezone.now())
-    return Job.objects.filter(pk=job_id, status__in=sources).update(**values) == 1
+    finished = Job.objects.filter(pk=job_id, status__in=sources).update(**values) == 1
+    if finished:
+        transaction.on_commit(partial(job_finished, status=to))
+    return finished
 
 
 def job_logs_progress(*, job_id: str, logs: str) -> bool:
@@ -99,6 +112,7 @@ def job_logs_progress(*, job_id: str, logs: str) -> bool:
 # --- Idempotency keys --------------------------------------------------------------------------
 
 
+@counts_submission_refusals
 def idempotency_key_resolve(*, body_key: str | None, header_key: str | None) -> str | None:
     """The request's key from the body or the `Idempotency-Key` header (None: no key).
 
@@ -198,6 +212,7 @@ def _claim_or_replay(
             retry_after=idempotency_retry_after(locked_at=now, now=now)
         )
     logger.warning("idempotency key %s of user %s: stale claim taken over", row.pk, row.user_id)
+    IDEMPOTENCY_TAKEOVERS.inc()
     return IdempotencyClaim(key_id=row.pk, token=token)
 
 
@@ -356,6 +371,7 @@ class SubmitResult:
     cost_limit_warning: str | None = None
 
 
+@counts_submission_refusals
 def job_submit(
     *,
     user: AbstractBaseUser,
@@ -396,6 +412,8 @@ def job_submit(
             ttl_hours=ttl_hours,
         )
         if claim.replay is not None:
+            log_bind(job_id=claim.replay.pk)
+            job_submission_counted(created=False)
             return SubmitResult(job=claim.replay, created=False)
 
     try:
@@ -418,6 +436,9 @@ def job_submit(
         if claim is not None:
             idempotency_release(claim=claim)
         raise
+    log_bind(job_id=result.job.pk, submission_id=submission_id)
+    job_submission_counted(created=True)
+    logger.info("job %s created for submission %s", result.job.pk, submission_id)
     return result
 
 
@@ -498,6 +519,7 @@ def _job_create(
         config=config,
         resource_class=resource_class,
         cost=cost,
+        request_id=current_request_id(),
     )
     if admission.reservation is not None:
         reservation_consume(reservation=admission.reservation, job_id=job.pk, now=now)

@@ -6,4 +6,7 @@ class QuotasConfig(AppConfig):
     label = "quotas"
 
     def ready(self) -> None:
-        from apps.quotas import cleanup  # noqa: F401 - registers the `reservations` cleanup kind
+        from apps.quotas import (
+            cleanup,  # noqa: F401 - registers the `reservations` cleanup kind
+            metrics,  # noqa: F401 - declares the app's metrics
+        )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from functools import partial
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -25,6 +26,7 @@ from apps.quotas.exceptions import (
     ReservationNotActive,
     StorageQuotaExceeded,
 )
+from apps.quotas.metrics import quota_denied, reservation_counted
 from apps.quotas.models import QuotaPolicy, Reservation, ReservationState
 from apps.quotas.selectors import (
     cost_warning,
@@ -76,6 +78,8 @@ def quota_policy_adjust(*, user: AbstractBaseUser, concurrent_delta: int) -> Quo
 
 
 def quota_exceeded_error(limit: int) -> QuotaExceeded:
+    """The concurrent-job refusal; building it counts the denial (it is built to be raised)."""
+    quota_denied(kind="concurrent")
     return QuotaExceeded(
         f"Quota exceeded: Maximum {limit} concurrent jobs allowed",
         extra={"max_concurrent_jobs": limit},
@@ -97,9 +101,11 @@ def reservation_reserve(*, user: AbstractBaseUser, ttl_seconds: float | None = N
         usage = quota_usage(user_id=user.pk, now=now)
         if usage.concurrent >= limits.max_concurrent_jobs:
             raise quota_exceeded_error(limits.max_concurrent_jobs)
-        return Reservation.objects.create(
+        reservation = Reservation.objects.create(
             user_id=user.pk, expires_at=now + dt.timedelta(seconds=ttl)
         )
+    reservation_counted(state="created")
+    return reservation
 
 
 def reservation_release(
@@ -123,7 +129,8 @@ def reservation_release(
             )
         reservation.released_at = now
         reservation.save(update_fields=["released_at"])
-        return reservation
+    reservation_counted(state="released")
+    return reservation
 
 
 def reservation_extend(
@@ -179,6 +186,7 @@ def quota_admit_job(
         retry_after = rate_limit_retry_after(
             user_id=user.pk, limit=limits.max_jobs_per_day, now=now
         )
+        quota_denied(kind="rate")
         raise RateLimited(
             f"Rate limit exceeded: maximum {limits.max_jobs_per_day} jobs per 24 hours; "
             f"retry in {retry_after} s.",
@@ -188,6 +196,7 @@ def quota_admit_job(
 
     cost_after = usage.cost_this_month + cost
     if limits.monthly_cost_limit is not None and cost_after > limits.monthly_cost_limit:
+        quota_denied(kind="cost")
         raise CostLimitExceeded(
             f"Cost limit exceeded: this job costs {format_number(cost)}, "
             f"{format_number(usage.cost_this_month)} of "
@@ -243,9 +252,12 @@ def reservation_consume(*, reservation: Reservation, job_id: str, now: dt.dateti
         raise ReservationNotActive(f"Reservation {reservation.pk} is no longer active.")
     reservation.consumed_at = now
     reservation.job_id = job_id
+    transaction.on_commit(partial(reservation_counted, state="consumed"))
 
 
 def storage_quota_error(*, used: int, limit: int, adding: int) -> StorageQuotaExceeded:
+    """The storage refusal; building it counts the denial (it is built to be raised)."""
+    quota_denied(kind="storage")
     return StorageQuotaExceeded(
         f"Storage quota exceeded: {adding} more bytes would pass your limit of {limit} bytes "
         f"({used} bytes stored in your submissions; delete drafts to free space).",

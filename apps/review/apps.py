@@ -12,7 +12,10 @@ class ReviewConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from apps.core.health import register_health_check
-        from apps.review import cleanup  # noqa: F401 - registers cleanup `claims` and the reaper
+        from apps.review import (
+            cleanup,  # noqa: F401 - registers cleanup `claims` and the reaper
+            metrics,  # noqa: F401 - declares the app's metrics
+        )
         from apps.review.grader import grader_health
 
         register_health_check("grader", grader_health)

@@ -108,6 +108,8 @@ class GradingAttempt(models.Model):
                 name="review_gradingattempt_outcome_valid",
             ),
         ]
+        # The /ops/ page's gradings of the last hour.
+        indexes = [models.Index(fields=["finished_at"], name="review_attempt_finished")]
 
     def __str__(self) -> str:
         return f"{self.submission_id} attempt {self.number} ({self.outcome})"

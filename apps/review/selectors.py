@@ -9,10 +9,12 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import (
     Case,
+    Count,
     DateTimeField,
     Exists,
     F,
     IntegerField,
+    Min,
     OuterRef,
     QuerySet,
     Subquery,
@@ -24,7 +26,7 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from apps.jobs.models import Job
-from apps.review.models import ReviewClaim
+from apps.review.models import GradingAttempt, GradingOutcome, ReviewClaim
 from apps.submissions.models import Submission, SubmissionStatus
 
 
@@ -119,6 +121,40 @@ def leaderboard(
     ]
 
 
+def review_queue_stats() -> tuple[int, datetime | None]:
+    """(submissions in review_pending, when the oldest entered it), one aggregate over the
+    partial index `submissions_review_pending`."""
+    row = Submission.objects.filter(status=SubmissionStatus.REVIEW_PENDING).aggregate(
+        n=Count("pk"), oldest=Min("updated_at")
+    )
+    return int(row["n"] or 0), row["oldest"]
+
+
+def grading_outcomes_since(*, since: datetime) -> dict[str, int]:
+    """Grading attempts that finished since `since`, counted by outcome (index
+    `review_attempt_finished`)."""
+    rows = (
+        GradingAttempt.objects.filter(finished_at__gte=since)
+        .values("outcome")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    return {row["outcome"]: int(row["n"]) for row in rows}
+
+
+def review_entered_at(*, submission_id: str) -> datetime | None:
+    """When the submission last entered review_pending: the end of its grading attempt that
+    sent it there."""
+    return (
+        GradingAttempt.objects.filter(
+            submission_id=submission_id, outcome=GradingOutcome.REVIEW_PENDING
+        )
+        .order_by("-finished_at")
+        .values_list("finished_at", flat=True)
+        .first()
+    )
+
+
 # Files a reviewer sees inline: text kinds up to this size; others by name, size and hash.
 REVIEW_TEXT_SUFFIXES = (".py", ".yaml", ".yml", ".txt", ".json", ".md", ".cfg", ".toml")
 REVIEW_TEXT_MAX_BYTES = 64 * 1024
@@ -148,7 +184,6 @@ def review_detail(*, submission_id: str) -> ReviewDetail:
     from django.core.files.storage import default_storage
 
     from apps.core.exceptions import NotFound
-    from apps.review.models import GradingAttempt
     from apps.submissions.selectors import submission_file_list
 
     submission = Submission.objects.select_related("owner").filter(pk=submission_id).first()

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-
 from apps.review.services.grading import grading_reap_expired, grading_run
-
-logger = logging.getLogger(__name__)
 
 
 def grade_job(job_id: str) -> str:
     """Grade the submission of job `job_id`; a duplicate or late delivery is a logged no-op."""
-    outcome = grading_run(job_id=job_id)
-    logger.info("grade_job %s: %s", job_id, outcome)
-    return outcome
+    return grading_run(job_id=job_id)
 
 
 def reap_expired_leases() -> list[str]:

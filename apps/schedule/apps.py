@@ -7,4 +7,7 @@ class ScheduleConfig(AppConfig):
     verbose_name = "Schedule"
 
     def ready(self) -> None:
-        from apps.schedule import registry  # noqa: F401 - cleanup, health, periodic, topics
+        from apps.schedule import (
+            metrics,  # noqa: F401 - declares the app's metrics
+            registry,  # noqa: F401 - cleanup, health, periodic, topics
+        )

@@ -21,7 +21,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.core.exceptions import InvalidTransition
+from apps.core.logcontext import log_context
 from apps.core.models_utils import new_hex_id
+from apps.schedule.metrics import (
+    plan_attempt_recorded,
+    plan_fired,
+    plan_skipped,
+    plans_invalidated,
+)
 from apps.schedule.models import (
     PLAN_TRANSITIONS,
     Life,
@@ -153,6 +160,8 @@ def plan_invalidate_late(*, now: dt.datetime | None = None) -> int:
             _plan_set_state(plan, PlanState.INVALIDATED, finished_at=now)
             _birth_lost(plan.life_id, now)
             done += 1
+        plans_invalidated(kind=plan.kind)
+        logger.warning("plan %s missed its window (due %s): invalidated", plan.pk, plan.due_at)
     return done
 
 
@@ -312,6 +321,8 @@ def plans_start(*, items: list[tuple[int, str]], now: dt.datetime | None = None)
             pk__in=ids, state=PlanState.RUNNING, lease_owner=delivery
         )
     }
+    for plan in started.values():
+        plan_fired(kind=plan.kind, lateness=now - plan.due_at)
     for plan_id, token in items:
         if plan_id not in started and _resume_abandoned(
             plan_id=plan_id, token=token, now=now, delivery=delivery
@@ -329,15 +340,33 @@ def plan_run(plan: Plan) -> str:
     DEATH_RETRY_INTERVAL until it succeeds or an operator cancels its Life. A plan whose Life
     moved on meanwhile (a birth of a born Life, a death of a Life not Alive) fails unrun.
     """
-    life = plan.life
-    if (plan.kind == PlanKind.BIRTH and life.state != LifeState.INEXISTENT) or (
-        plan.kind == PlanKind.DEATH and life.state != LifeState.ALIVE
-    ):
-        _plan_set_state(plan, PlanState.FAILED, finished_at=timezone.now(), lease_owner="")
-        return "skipped"
-    outcome = _request(plan, life)
-    started = plan.started_at or timezone.now()  # always set by plans_start
-    return _plan_record(plan=plan, life=life, outcome=outcome, started=started)
+    with log_context(plan_id=plan.pk, life_uuid=plan.life.life_uuid):
+        life = plan.life
+        if (plan.kind == PlanKind.BIRTH and life.state != LifeState.INEXISTENT) or (
+            plan.kind == PlanKind.DEATH and life.state != LifeState.ALIVE
+        ):
+            _plan_set_state(plan, PlanState.FAILED, finished_at=timezone.now(), lease_owner="")
+            plan_skipped(kind=plan.kind)
+            logger.info("plan %s skipped: its Life is %s", plan.pk, life.state)
+            return "skipped"
+        outcome = _request(plan, life)
+        started = plan.started_at or timezone.now()  # always set by plans_start
+        result = _plan_record(plan=plan, life=life, outcome=outcome, started=started)
+        plan_attempt_recorded(
+            kind=plan.kind,
+            number=plan.attempts_count,
+            status_code=outcome.status_code,
+            result=result,
+        )
+        logger.info(
+            "plan %s (%s) attempt %s: %s -> %s",
+            plan.pk,
+            plan.kind,
+            plan.attempts_count,
+            outcome.status_code if outcome.status_code is not None else outcome.error,
+            result,
+        )
+        return result
 
 
 def plan_execute(*, plan_id: int, token: str) -> str:

@@ -161,6 +161,8 @@ class Plan(models.Model):
                 name="schedule_plan_pending_idx",
                 condition=Q(state__in=["Standby", "Preset"]),
             ),
+            # The /ops/ page's plan lateness over the last hour.
+            models.Index(fields=["started_at"], name="schedule_plan_started_idx"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["life", "kind"], name="schedule_plan_one_per_kind"),

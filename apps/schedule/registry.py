@@ -13,7 +13,9 @@ from apps.core.cleanup import CleanupReport, register_cleanup
 from apps.core.health import register_health_check
 from apps.core.schedules import PeriodicTask, register_periodic_task
 from apps.core.selectors import heartbeat_get
+from apps.core.services import heartbeats_purge
 from apps.schedule import topics  # noqa: F401 - registers the task topics
+from apps.schedule.selectors import WATCHER_HEARTBEAT_PREFIX
 from apps.schedule.selfcalls import consumed_signatures_purge
 from apps.schedule.services import life_history_purge
 from apps.schedule.watcher import HEARTBEAT_NAME
@@ -21,15 +23,20 @@ from apps.schedule.watcher import HEARTBEAT_NAME
 
 @register_cleanup(
     "schedule",
-    "Finished Lives older than SCHEDULE_HISTORY_DURATION_DAYS, and used self-call signatures "
-    "too old to match any request.",
+    "Finished Lives older than SCHEDULE_HISTORY_DURATION_DAYS, used self-call signatures "
+    "too old to match any request, heartbeats of watchers silent for a day.",
 )
 def schedule_cleanup(*, now: dt.datetime, dry_run: bool) -> CleanupReport:
     lives = life_history_purge(now=now, dry_run=dry_run)
     signatures = consumed_signatures_purge(now=now, dry_run=dry_run)
+    watchers = heartbeats_purge(
+        prefix=WATCHER_HEARTBEAT_PREFIX, older_than=now - dt.timedelta(days=1), dry_run=dry_run
+    )
     note = [f"{signatures} used self-call signature(s)"] if signatures else []
+    if watchers:
+        note.append(f"{watchers} heartbeat(s) of watchers silent for a day")
     return CleanupReport(
-        kind="schedule", count=lives.count + signatures, items=[*lives.items, *note]
+        kind="schedule", count=lives.count + signatures + watchers, items=[*lives.items, *note]
     )
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Prefetch, QuerySet
 
-from apps.core.selectors import owned_get
-from apps.schedule.models import LIVING_STATES, Life, Plan, PlanAttempt
+from apps.core.selectors import heartbeats_named, owned_get
+from apps.schedule.models import LIVING_STATES, Life, Plan, PlanAttempt, PlanState
 
 
 def life_list(
@@ -64,3 +66,34 @@ def life_detail(*, life_uuid: str, user: AbstractBaseUser) -> Life:
         )
         .get(pk=life.pk)
     )
+
+
+# Heartbeats: `watcher` is the last tick of any watcher (what /healthz reads); each watcher
+# also beats under `watcher:<host>:<pid>`.
+WATCHER_HEARTBEAT = "watcher"
+WATCHER_HEARTBEAT_PREFIX = "watcher:"
+
+
+def watcher_heartbeats() -> list[tuple[str | None, dt.datetime]]:
+    """(watcher name, last tick) per watcher, and (None, last tick of any watcher)."""
+    return [
+        (None if name == WATCHER_HEARTBEAT else name.removeprefix(WATCHER_HEARTBEAT_PREFIX), tick)
+        for name, tick in heartbeats_named(name=WATCHER_HEARTBEAT, prefix=WATCHER_HEARTBEAT_PREFIX)
+    ]
+
+
+def plans_waiting_count(*, now: dt.datetime) -> int:
+    """Plans armed and due that no worker has started: Preset with `due_at` <= now (served by
+    the partial index `schedule_plan_pending_idx`)."""
+    return Plan.objects.filter(state=PlanState.PRESET, due_at__lte=now).count()
+
+
+def plan_lateness_since(*, since: dt.datetime) -> list[float]:
+    """Lateness in seconds (start - due time) of the plans started since `since` (their last
+    start), for the /ops/ page (index `schedule_plan_started_idx`)."""
+    rows = Plan.objects.filter(started_at__gte=since).values_list("started_at", "due_at")
+    return [
+        max(0.0, (started - due).total_seconds())
+        for started, due in rows
+        if started is not None and due is not None
+    ]

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
-from apps.core.services import heartbeat_beat
+from apps.core.services import heartbeat_beat, heartbeat_forget
 from apps.schedule.execution import (
     ArmedPlan,
     plan_claim,
@@ -28,10 +28,11 @@ from apps.schedule.execution import (
     plan_leases_renew,
 )
 from apps.schedule.models import Plan, PlanState
+from apps.schedule.selectors import WATCHER_HEARTBEAT, WATCHER_HEARTBEAT_PREFIX
 from apps.schedule.services import life_history_purge
 
 logger = logging.getLogger(__name__)
-HEARTBEAT_NAME = "watcher"
+HEARTBEAT_NAME = WATCHER_HEARTBEAT
 PURGE_EVERY = 60.0  # seconds between history purges
 BATCH_SIZE = 16  # plans fired together that share one worker task
 
@@ -98,15 +99,15 @@ class PlanWatcher:
             logger.exception("watcher tick failed; retrying next interval")
         self.stats.ticks += 1
         self.stats.last_tick_ms = (time.monotonic() - started) * 1000
+        detail: dict[str, object] = {
+            "owner": self.owner,
+            "armed": len(self._known),
+            "tick_ms": self.stats.last_tick_ms,
+        }
         try:
-            heartbeat_beat(
-                name=HEARTBEAT_NAME,
-                detail={
-                    "owner": self.owner,
-                    "armed": len(self._known),
-                    "tick_ms": self.stats.last_tick_ms,
-                },
-            )
+            heartbeat_beat(name=HEARTBEAT_NAME, detail=detail)
+            # Its own heartbeat too: the metrics show each watcher's age.
+            heartbeat_beat(name=f"{WATCHER_HEARTBEAT_PREFIX}{self.owner}", detail=detail)
         except Exception:
             logger.exception("watcher heartbeat failed")
 
@@ -230,6 +231,8 @@ class PlanWatcher:
             self._heap.clear()
         try:
             released = plan_claims_release(owner=self.owner, plan_ids=undispatched)
+            # A watcher stopped on purpose is no longer watched for (its heartbeat goes).
+            heartbeat_forget(name=f"{WATCHER_HEARTBEAT_PREFIX}{self.owner}")
             logger.info("watcher %s stopped; released %d claims", self.owner, released)
         except Exception:
             logger.exception("watcher %s could not release its claims", self.owner)

@@ -6,4 +6,7 @@ class SubmissionsConfig(AppConfig):
     label = "submissions"
 
     def ready(self) -> None:
-        from apps.submissions import cleanup  # noqa: F401 - registers the `drafts` cleanup kind
+        from apps.submissions import (
+            cleanup,  # noqa: F401 - registers the `drafts` cleanup kind
+            metrics,  # noqa: F401 - declares the app's metrics
+        )

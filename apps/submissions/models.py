@@ -92,6 +92,13 @@ class Submission(models.Model):
                 fields=["question_id", "skill", "status", "score"],
                 name="submissions_leaderboard",
             ),
+            # The review queue's length and oldest entry, read at every metrics scrape
+            # (`updated_at` is when the submission entered review_pending).
+            models.Index(
+                fields=["updated_at"],
+                name="submissions_review_pending",
+                condition=models.Q(status="review_pending"),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -35,6 +35,7 @@ from apps.submissions.exceptions import (
     SubmissionSealed,
     TooManyFiles,
 )
+from apps.submissions.metrics import counts_upload_refusals, upload_created, upload_safe_retry
 from apps.submissions.models import (
     SUBMISSION_TRANSITIONS,
     Submission,
@@ -222,6 +223,7 @@ def _same_or_duplicate(existing: SubmissionFile, upload: IncomingFile) -> FileAd
     )
 
 
+@counts_upload_refusals
 def submission_assert_open_for_upload(*, user: AbstractBaseUser, submission_id: str) -> Submission:
     """The user's submission if it still accepts files (no lock: a fast refusal before the
     body is read). Raises NotFound, PermissionDenied, SubmissionSealed."""
@@ -230,6 +232,7 @@ def submission_assert_open_for_upload(*, user: AbstractBaseUser, submission_id: 
     return submission
 
 
+@counts_upload_refusals
 def submission_file_add(
     *,
     user: AbstractBaseUser,
@@ -247,8 +250,26 @@ def submission_file_add(
     concurrent uploads too. Raises NotFound, PermissionDenied, SubmissionSealed,
     InvalidFilename, InvalidExtension, ChecksumMismatch, DuplicateFilename, TooManyFiles,
     StorageQuotaExceeded, InvalidArchive, UnsafeArchive, InvalidRequest (malformed
-    checksum). A refusal leaves no row and no stored object.
+    checksum). A refusal leaves no row and no stored object. Counted on
+    `yoyaku_uploads_total` (created, safe_retry or the refusal's code).
     """
+    result = _file_add(
+        user=user, submission_id=submission_id, upload=upload, expected_sha256=expected_sha256
+    )
+    if result.created:
+        upload_created(sizes=[int(result.file.size)])
+    else:
+        upload_safe_retry()
+    return result
+
+
+def _file_add(
+    *,
+    user: AbstractBaseUser,
+    submission_id: str,
+    upload: IncomingFile,
+    expected_sha256: str | None,
+) -> FileAddResult:
     validate_filename(upload.raw_name)
     _check_checksum(upload, _normalized_checksum(expected_sha256))
     # Cheap refusals before anything is stored; all re-checked under the lock below.
@@ -311,6 +332,7 @@ def _metadata_problem(value: Any) -> str | None:
     return None
 
 
+@counts_upload_refusals
 def submission_create(
     *,
     user: AbstractBaseUser,
@@ -414,6 +436,7 @@ def submission_create(
     except BaseException:
         _delete_stored(stored)
         raise
+    upload_created(sizes=[upload.size or 0 for upload in uploads])
     return submission
 
 

@@ -20,6 +20,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -29,10 +30,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.core.exceptions import InvalidTransition
+from apps.core.logcontext import log_bind, log_context
 from apps.core.queue import enqueue_on_commit
 from apps.jobs.models import ACTIVE_JOB_STATUSES, FINISHED_JOB_STATUSES, Job, JobStatus
 from apps.jobs.services import job_finish, job_logs_progress, job_transition
 from apps.review.grader import GradingFile, GradingRequest, GradingResult, grader_get
+from apps.review.metrics import grading_attempt_started, grading_ended, grading_skipped
 from apps.review.models import GradingAttempt, GradingOutcome
 from apps.review.selectors import grading_job_get
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
@@ -93,15 +96,20 @@ def grading_lease_acquire(*, job_id: str) -> Lease | None:
         job = grading_job_get(job_id=job_id, for_update=True)
         if job is None:
             logger.warning("grading: job %s does not exist; skipped", job_id)
+            grading_skipped(reason="unknown_job")
             return None
         submission = job.submission
+        # Every line about this job carries the id of the request that created it.
+        log_bind(submission_id=submission.pk, request_id=job.request_id)
         now = timezone.now()
         if job.status in FINISHED_JOB_STATUSES:
             logger.info("grading: job %s is already %s; skipped", job.pk, job.status)
+            grading_skipped(reason="job_finished")
             return None
         status = submission.status
         if status in _FINAL:
             logger.info("grading: submission %s is already %s; skipped", submission.pk, status)
+            grading_skipped(reason="submission_finished")
             _finish_job(
                 job=job,
                 to=JobStatus.FAILED,
@@ -110,6 +118,7 @@ def grading_lease_acquire(*, job_id: str) -> Lease | None:
             return None
         if status not in (SubmissionStatus.PENDING, SubmissionStatus.PROCESSING):
             logger.warning("grading: submission %s is %s; skipped", submission.pk, status)
+            grading_skipped(reason="not_pending")
             return None
 
         token = os.urandom(16).hex()
@@ -121,6 +130,7 @@ def grading_lease_acquire(*, job_id: str) -> Lease | None:
                     "grading: submission %s is being graded under a live lease; skipped",
                     submission.pk,
                 )
+                grading_skipped(reason="live_lease")
                 return None
             GradingAttempt.objects.filter(
                 submission=submission,
@@ -146,6 +156,7 @@ def grading_lease_acquire(*, job_id: str) -> Lease | None:
                 )
                 _finish_job(job=job, to=JobStatus.FAILED, error=reason)
                 logger.warning("grading: submission %s failed: %s", submission.pk, reason)
+                transaction.on_commit(functools.partial(grading_ended, outcome="exhausted"))
                 return None
             taken = Submission.objects.filter(
                 pk=submission.pk,
@@ -160,6 +171,7 @@ def grading_lease_acquire(*, job_id: str) -> Lease | None:
             if taken != 1:
                 return None
             logger.info("grading: took over the expired lease of submission %s", submission.pk)
+            takeover = True
         else:
             submission_transition(
                 submission=submission,
@@ -169,6 +181,7 @@ def grading_lease_acquire(*, job_id: str) -> Lease | None:
                 attempts=submission.attempts + 1,
                 status_reason="",
             )
+            takeover = False
         attempt = (
             submission.attempts + 1
             if status == SubmissionStatus.PROCESSING
@@ -182,6 +195,7 @@ def grading_lease_acquire(*, job_id: str) -> Lease | None:
                 transaction.set_rollback(True)
                 logger.info("grading: job %s changed while leasing; skipped", job.pk)
                 return None
+        transaction.on_commit(functools.partial(grading_attempt_started, takeover=takeover))
         GradingAttempt.objects.create(
             submission=submission,
             job=job,
@@ -327,11 +341,20 @@ def grading_run(*, job_id: str) -> str:
     Takes the lease (a short transaction), runs the configured grader with no transaction and
     no lock held while a thread renews the lease, then records the result under the lease.
     Returns what happened: `skipped`, `lease_lost`, or the submission's new status. A grader
-    that raises fails the attempt with the exception as the reason.
+    that raises fails the attempt with the exception as the reason. Every log line of the
+    run carries the job's, its submission's and its creating request's ids.
     """
+    with log_context(job_id=job_id):
+        outcome = _grading_run(job_id=job_id)
+        logger.info("grading: job %s: %s", job_id, outcome)
+        return outcome
+
+
+def _grading_run(*, job_id: str) -> str:
     lease = grading_lease_acquire(job_id=job_id)
     if lease is None:
         return "skipped"
+    started = time.monotonic()
     # Inside a caller's transaction (tests) another connection could not see the lease anyway.
     keeper = None if connection.in_atomic_block else _LeaseKeeper(lease)
     if keeper is not None:
@@ -360,8 +383,11 @@ def grading_run(*, job_id: str) -> str:
             reason=f"The grader returned an unknown outcome {result.outcome!r}.",
             logs=result.logs,
         )
+    seconds = time.monotonic() - started
     if grading_result_record(lease=lease, result=result):
+        grading_ended(outcome=result.outcome, seconds=seconds)
         return result.outcome
+    grading_ended(outcome="lease_lost", seconds=seconds)
     return "lease_lost"
 
 

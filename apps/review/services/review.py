@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.core.exceptions import InvalidRequest, InvalidTransition
+from apps.core.logcontext import current_request_id
 from apps.jobs.models import Job, JobStatus
 from apps.review.exceptions import (
     AlreadyClaimed,
@@ -24,7 +25,9 @@ from apps.review.exceptions import (
     RegradeConflict,
     StaffOnly,
 )
+from apps.review.metrics import review_claim_conflict, review_verdict
 from apps.review.models import ReviewClaim, ReviewRecord, ReviewVerdict
+from apps.review.selectors import review_entered_at
 from apps.review.services.grading import grading_enqueue
 from apps.submissions.models import SUBMISSION_TRANSITIONS, Submission, SubmissionStatus
 from apps.submissions.selectors import submission_get
@@ -130,6 +133,7 @@ def review_claim(*, user: AnyUser, submission_id: str) -> ClaimState:
                 holder = ReviewClaim.objects.select_related("reviewer").get(
                     submission_id=submission.pk
                 )
+                review_claim_conflict()
                 raise _already_claimed(holder) from None
     return ClaimState(submission_id=submission.pk, claimed_by=user, claim_expires_at=expires_at)
 
@@ -237,6 +241,8 @@ def review_complete(
             score=score,
             comment=comment,
         )
+    entered = review_entered_at(submission_id=submission.pk)
+    review_verdict(verdict=verdict, waited=None if entered is None else record.created_at - entered)
     logger.info("review: %s %sd submission %s", user.get_username(), verdict, submission.pk)
     return record
 
@@ -282,6 +288,7 @@ def submission_regrade(
                 owner_id=submission.owner_id,
                 submission=submission,
                 status=JobStatus.QUEUED,
+                request_id=current_request_id(),
                 config=dict(previous.config) if previous else {},
                 resource_class=previous.resource_class if previous else "medium",
                 cost=0,

@@ -13,9 +13,11 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser, DataAndFiles
 
 from apps.core.exceptions import DomainError
+from apps.core.metrics import count_refusals
 from apps.quotas.selectors import storage_status
 from apps.quotas.services import storage_quota_error
 from apps.submissions.exceptions import FileTooLarge, RequestTooLarge, TooManyFiles
+from apps.submissions.metrics import UPLOADS
 from apps.submissions.uploads import CHUNK_SIZE, RawNameMultiPartParser, SubmissionUploadHandler
 
 
@@ -85,7 +87,12 @@ class StreamingMultiPartParser(BaseParser):
         media_type: str | None = None,
         parser_context: Mapping[str, Any] | None = None,
     ) -> DataAndFiles[Any, Any]:
-        context = dict(parser_context or {})
+        with count_refusals(UPLOADS):
+            return self._parse(stream, media_type, dict(parser_context or {}))
+
+    def _parse(
+        self, stream: IO[Any], media_type: str | None, context: dict[str, Any]
+    ) -> DataAndFiles[Any, Any]:
         request = context["request"]
         meta = request.META.copy()
         meta["CONTENT_TYPE"] = media_type
