@@ -147,7 +147,7 @@ def _json_arg(value: str | None, name: str) -> dict[str, Any] | None:
     return data
 
 
-# --- the group ---------------------------------------------------------------------------------
+# --- the group -----------------------------------------------------------------------------------
 
 
 @click.group(
@@ -235,7 +235,7 @@ def whoami(as_json: bool) -> None:
     )
 
 
-# --- submit ---------------------------------------------------------------------------------------
+# --- submit --------------------------------------------------------------------------------------
 
 
 def _reporter(output: Output, progress: bool | None) -> Reporter:
@@ -277,7 +277,9 @@ def _reporter(output: Output, progress: bool | None) -> Reporter:
     "hashes and the configuration).",
 )
 @click.option("--wait", is_flag=True, help="Follow the job to its end.")
-@click.option("--timeout", type=click.FloatRange(min=0), help="With --wait: give up after S seconds.")
+@click.option(
+    "--timeout", type=click.FloatRange(min=0), help="With --wait: give up after S seconds."
+)
 @click.option(
     "--progress/--no-progress",
     default=None,
@@ -405,7 +407,9 @@ def _follow(client: Client, output: Output, job_id: str, timeout: float | None) 
     except WaitTimeout as exc:
         output.error(f"job {job_id} is still {exc.job.status} after {exc.timeout:g} s")
         if output.json_mode:
-            output.json({"job_id": job_id, "status": exc.job.status, "job": exc.job, "timeout": True})
+            output.json(
+                {"job_id": job_id, "status": exc.job.status, "job": exc.job, "timeout": True}
+            )
         raise CliExit(EXIT_TIMEOUT) from exc
     return final, EXIT_OK if final.status == "completed" else EXIT_JOB_FAILED
 
@@ -423,7 +427,7 @@ def _print_outcome(output: Output, job: Job, score: float | None, submission_sta
         output.print(f"{job.status} {fmt(score)}")
 
 
-# --- jobs -----------------------------------------------------------------------------------------
+# --- jobs ----------------------------------------------------------------------------------------
 
 
 def _job_rows(jobs: Sequence[Job]) -> list[list[Any]]:
@@ -463,7 +467,9 @@ def jobs(status: str | None, limit: int, as_json: bool) -> None:
 @cli.command()
 @click.argument("job_id")
 @click.option("--wait", is_flag=True, help="Follow the job to its end.")
-@click.option("--timeout", type=click.FloatRange(min=0), help="With --wait: give up after S seconds.")
+@click.option(
+    "--timeout", type=click.FloatRange(min=0), help="With --wait: give up after S seconds."
+)
 @json_option
 def job(job_id: str, wait: bool, timeout: float | None, as_json: bool) -> None:
     """Show one job (and with --wait, follow it to its end).
@@ -576,7 +582,7 @@ def cancel(job_id: str, as_json: bool) -> None:
         output.print(f"job {found.job_id}: {found.status}")
 
 
-# --- quotas -----------------------------------------------------------------------------------------
+# --- quotas --------------------------------------------------------------------------------------
 
 
 def _reservation_rows(reservations: Sequence[Reservation]) -> list[list[Any]]:
@@ -620,7 +626,11 @@ def quota(as_json: bool) -> None:
         output.warning(warning)
     active = [r for r in reservations if r.state == "active"]
     if active:
-        output.table("active reservations", ["reservation", "state", "expires", "job"], _reservation_rows(active))
+        output.table(
+            "active reservations",
+            ["reservation", "state", "expires", "job"],
+            _reservation_rows(active),
+        )
 
 
 @cli.command()
@@ -666,7 +676,7 @@ def release(reservation_id: str, as_json: bool) -> None:
         output.print(f"reservation {reservation.reservation_id}: {reservation.state}")
 
 
-# --- leaderboard and review ---------------------------------------------------------------------------
+# --- leaderboard and review ----------------------------------------------------------------------
 
 
 @cli.command()
@@ -674,7 +684,9 @@ def release(reservation_id: str, as_json: bool) -> None:
 @click.option("--skill", help="Only this skill.")
 @click.option("--limit", type=click.IntRange(1, 1000), help="At most this many rows.")
 @json_option
-def leaderboard(question_id: str | None, skill: str | None, limit: int | None, as_json: bool) -> None:
+def leaderboard(
+    question_id: str | None, skill: str | None, limit: int | None, as_json: bool
+) -> None:
     """Best completed score per user, ranked (no login needed while it is public).
 
     \b
@@ -817,7 +829,9 @@ def review_complete(
         raise click.UsageError("give --approve or --reject")
     output = _output(as_json)
     with _client(output) as client:
-        outcome = client.complete_review(submission_id, verdict=verdict, score=score, comment=comment)
+        outcome = client.complete_review(
+            submission_id, verdict=verdict, score=score, comment=comment
+        )
     if as_json:
         output.json(outcome)
     else:
@@ -843,7 +857,7 @@ def review_regrade(submission_id: str, as_json: bool) -> None:
         output.print(f"{result.submission_id}: {result.status}, job {result.job_id}")
 
 
-# --- schedule ---------------------------------------------------------------------------------------
+# --- schedule ------------------------------------------------------------------------------------
 
 
 _RELATIVE = re.compile(r"^\+(\d+(?:\.\d+)?)([smhd])$")
@@ -915,7 +929,9 @@ def schedule() -> None:
 @click.option("--path", "path", help="The (birth) action's path or allowed absolute URL.")
 @click.option("--method", default="POST", show_default=True, help="The (birth) action's method.")
 @click.option("--body", help="The (birth) action's body (JSON, else text).")
-@click.option("--header", "headers", multiple=True, help="NAME:VALUE for the action(s); repeatable.")
+@click.option(
+    "--header", "headers", multiple=True, help="NAME:VALUE for the action(s); repeatable."
+)
 @click.option("--death-path", help="Term: the death action's path or URL.")
 @click.option("--death-method", default="POST", show_default=True)
 @click.option("--death-body", help="Term: the death action's body (JSON, else text).")
@@ -1053,7 +1069,9 @@ def schedule_list(
     """
     output = _output(as_json)
     with _client(output) as client:
-        lives = client.list_schedules(state=state, resource_id=resource_id, schedule_type=schedule_type)
+        lives = client.list_schedules(
+            state=state, resource_id=resource_id, schedule_type=schedule_type
+        )
     if as_json:
         output.json(lives)
     else:
@@ -1092,7 +1110,7 @@ def schedule_cancel(life_uuid: str, as_json: bool) -> None:
     _show_life(output, life, as_json)
 
 
-# --- entry point -------------------------------------------------------------------------------------
+# --- entry point ---------------------------------------------------------------------------------
 
 
 def _fail(output: Output, code: int, message: str, document: dict[str, Any]) -> NoReturn:
@@ -1107,7 +1125,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     _State.json_mode = False
     output = Output()
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="yoyaku", standalone_mode=False)
+        cli.main(
+            args=list(argv) if argv is not None else None, prog_name="yoyaku", standalone_mode=False
+        )
     except CliExit as exc:
         sys.exit(exc.code)
     except click.exceptions.Exit as exc:
@@ -1128,7 +1148,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             output,
             EXIT_ERROR,
             f"refused before sending anything:\n  {problems}",
-            {"success": False, "code": "refused_locally", "error": str(exc), "problems": exc.problems},
+            {
+                "success": False,
+                "code": "refused_locally",
+                "error": str(exc),
+                "problems": exc.problems,
+            },
         )
     except ApiError as exc:
         output.json_mode = _State.json_mode

@@ -228,7 +228,9 @@ class Client:
         data = self._json("GET", "/submissions/", params={"limit": limit, "offset": offset})
         results = [Submission.from_api(s) for s in data.get("results") or []]
         next_offset = offset + len(results) if data.get("next") else None
-        return SubmissionPage(count=int(data.get("count") or 0), next_offset=next_offset, results=results)
+        return SubmissionPage(
+            count=int(data.get("count") or 0), next_offset=next_offset, results=results
+        )
 
     def iter_submissions(self, *, page_size: int = 100) -> Iterator[Submission]:
         """Every submission of yours, newest first, fetched page by page."""
@@ -400,7 +402,9 @@ class Client:
         path = f"/quotas/reservations/{reservation_id}/release/"
         return Reservation.from_api(self._json("POST", path, json={}))
 
-    def extend_reservation(self, reservation_id: str, *, ttl_seconds: int | None = None) -> Reservation:
+    def extend_reservation(
+        self, reservation_id: str, *, ttl_seconds: int | None = None
+    ) -> Reservation:
         """`POST .../extend/`: expiry = now + ttl (only while active)."""
         body = {} if ttl_seconds is None else {"ttl_seconds": ttl_seconds}
         path = f"/quotas/reservations/{reservation_id}/extend/"
@@ -413,7 +417,9 @@ class Client:
     ) -> list[LeaderboardRow]:
         """`GET /api/leaderboard/`: best completed score per user (public by default)."""
         params = {"question_id": question_id, "skill": skill, "limit": limit}
-        return [LeaderboardRow.from_api(r) for r in self._json("GET", "/leaderboard/", params=params)]
+        return [
+            LeaderboardRow.from_api(r) for r in self._json("GET", "/leaderboard/", params=params)
+        ]
 
     def review_queue(self, *, limit: int | None = None) -> list[ReviewQueueEntry]:
         """`GET /api/review/queue/` (reviewers)."""
@@ -495,7 +501,10 @@ class Client:
         """A term Life: `birth` runs at `birth_time`, `death` at `death_time`."""
         body: dict[str, Any] = {
             "schedule_type": "term",
-            "term": {"birth_time": schedule_time(birth_time), "death_time": schedule_time(death_time)},
+            "term": {
+                "birth_time": schedule_time(birth_time),
+                "death_time": schedule_time(death_time),
+            },
             "birth": birth.to_api(),
             "death": death.to_api(),
         }
@@ -545,4 +554,6 @@ class Client:
         """`POST /api/schedule/tasks/`: run a task topic once on a worker. Not repeated after
         a lost answer (only a plan's call carries a key the server deduplicates on)."""
         body = {"topic": topic, "content": dict(content or {})}
-        return TaskRun.from_api(self._json("POST", "/schedule/tasks/", json=body, safety=Safety.UNSAFE))
+        return TaskRun.from_api(
+            self._json("POST", "/schedule/tasks/", json=body, safety=Safety.UNSAFE)
+        )

@@ -274,7 +274,9 @@ class Quota:
             jobs_last_24h=_int(data, "jobs_last_24h"),
             monthly_cost_limit=_float(data, "monthly_cost_limit"),
             cost_this_month=_float(data, "cost_this_month") or 0.0,
-            storage_bytes=None if data.get("storage_bytes") is None else _int(data, "storage_bytes"),
+            storage_bytes=None
+            if data.get("storage_bytes") is None
+            else _int(data, "storage_bytes"),
             max_storage_bytes=(
                 None if data.get("max_storage_bytes") is None else _int(data, "max_storage_bytes")
             ),

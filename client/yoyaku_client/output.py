@@ -64,7 +64,9 @@ class Output:
     def print(self, text: str) -> None:
         self.out.print(text, markup=False)
 
-    def table(self, title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    def table(
+        self, title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
         table = Table(title=title, show_lines=False, title_justify="left")
         for column in columns:
             table.add_column(column, overflow="fold")

@@ -315,7 +315,9 @@ class SubmitResult:
 class _Extender:
     """Keeps a reservation alive while the upload runs (every third of its lifetime)."""
 
-    def __init__(self, client: Client, reservation: Reservation, ttl: int, reporter: Reporter) -> None:
+    def __init__(
+        self, client: Client, reservation: Reservation, ttl: int, reporter: Reporter
+    ) -> None:
         self.client = client
         self.reservation = reservation
         self.ttl = ttl
@@ -331,7 +333,9 @@ class _Extender:
         interval = max(1.0, self.ttl / 3)
         while not self._stop.wait(interval):
             try:
-                self.client.extend_reservation(self.reservation.reservation_id, ttl_seconds=self.ttl)
+                self.client.extend_reservation(
+                    self.reservation.reservation_id, ttl_seconds=self.ttl
+                )
             except ApiError as exc:
                 if exc.code == "reservation_not_active":
                     self.lost = True
@@ -442,7 +446,9 @@ class Submitter:
                 f"the key {key} already names submission {submission.submission_id}, whose "
                 "files differ from these; use another --idempotency-key for a new job"
             )
-        reservation = state.reservation_id if state.submission_id == submission.submission_id else None
+        reservation = (
+            state.reservation_id if state.submission_id == submission.submission_id else None
+        )
         try:
             job = self.client.submit_job(
                 submission.submission_id,
@@ -451,14 +457,18 @@ class Submitter:
                 reservation_id=reservation or None,
             )
         except (IdempotencyKeyReused, ConflictError):
-            jobs = [j for j in self.client.list_jobs() if j.submission_id == submission.submission_id]
+            jobs = [
+                j for j in self.client.list_jobs() if j.submission_id == submission.submission_id
+            ]
             if not jobs:
                 raise
             found = jobs[0]
             job = JobSubmission(
                 job_id=found.job_id, status=found.status, idempotent_hit=True, idempotency_key=key
             )
-        outcomes = [FileOutcome(f.filename, f.size, f.sha256, "already stored") for f in submission.files]
+        outcomes = [
+            FileOutcome(f.filename, f.size, f.sha256, "already stored") for f in submission.files
+        ]
         return SubmitResult(
             submission_id=submission.submission_id,
             job=job,
@@ -510,7 +520,9 @@ class Submitter:
             except ConflictError as exc:
                 if exc.code != "reservation_not_active" or reservation_id is None:
                     raise
-                self.reporter.warning(f"the reservation expired ({exc.error}); asking for a free slot")
+                self.reporter.warning(
+                    f"the reservation expired ({exc.error}); asking for a free slot"
+                )
                 state.reservation_id = ""
                 state.save()
                 job = self.client.submit_job(
@@ -587,7 +599,11 @@ class Submitter:
                     created = True
                 else:
                     uploaded = self.client.upload_file(
-                        submission_id, item.path, filename=item.name, sha256=item.sha256, progress=progress
+                        submission_id,
+                        item.path,
+                        filename=item.name,
+                        sha256=item.sha256,
+                        progress=progress,
                     )
                     created = uploaded.created
                 state.files[item.name] = item.sha256

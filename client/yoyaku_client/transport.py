@@ -67,7 +67,7 @@ class RetryPolicy:
     in_progress_timeout: float = 90.0
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        base = min(self.max_delay, self.base_delay * (2 ** max(0, attempt - 1)))
+        base = min(self.max_delay, self.base_delay * (2.0 ** max(0, attempt - 1)))
         jitter = min(1.0, max(0.0, self.jitter))
         wait = base * (1.0 - jitter * random.random())  # noqa: S311 - jitter, not a secret
         if retry_after is not None:
