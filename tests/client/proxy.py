@@ -47,6 +47,7 @@ class FaultProxy:
         self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._server.bind(("127.0.0.1", 0))
         self._server.listen(64)
+        self._server.settimeout(0.1)  # so that close() is noticed by the accepting thread
         self.port = self._server.getsockname()[1]
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -93,8 +94,11 @@ class FaultProxy:
         while not self._closed.is_set():
             try:
                 conn, _ = self._server.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
+            conn.settimeout(None)
             thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
             self._threads.append(thread)
             thread.start()
