@@ -51,9 +51,8 @@ class Output:
         sys.stdout.flush()
 
     def message(self, text: str) -> None:
-        """A human message on stderr (kept out of `--json` output)."""
-        if not self.json_mode:
-            self.err.print(text, markup=False)
+        """A human message on stderr (so with `--json` too: stdout stays one document)."""
+        self.err.print(text, markup=False)
 
     def warning(self, text: str) -> None:
         self.err.print(f"Warning: {text}", markup=False, style="yellow")

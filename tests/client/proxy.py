@@ -30,11 +30,20 @@ class Rule:
     path: re.Pattern[str]
     kind: str  # "drop" or "pause"
     times: int
+    skip: int = 0
     reached: threading.Event = field(default_factory=threading.Event)
     go: threading.Event = field(default_factory=threading.Event)
 
     def matches(self, method: str, path: str) -> bool:
         return self.times > 0 and method == self.method and bool(self.path.search(path))
+
+    def take(self) -> bool:
+        """A matching request: True when the rule applies to it (after `skip` others)."""
+        if self.skip > 0:
+            self.skip -= 1
+            return False
+        self.times -= 1
+        return True
 
 
 class FaultProxy:
@@ -45,6 +54,9 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # A small, fixed receive window (inherited by accepted sockets): a paused request
+        # really stops the client's upload instead of landing whole in kernel buffers.
+        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 * 1024)
         self._server.bind(("127.0.0.1", 0))
         self._server.listen(64)
         self._server.settimeout(0.1)  # so that close() is noticed by the accepting thread
@@ -66,8 +78,9 @@ class FaultProxy:
             self.rules.append(rule)
         return rule
 
-    def pause(self, method: str, path: str, times: int = 1) -> Rule:
-        rule = Rule(method, re.compile(path), "pause", times)
+    def pause(self, method: str, path: str, times: int = 1, skip: int = 0) -> Rule:
+        """Hold the request (after `skip` matching ones) once half its body has arrived."""
+        rule = Rule(method, re.compile(path), "pause", times, skip)
         with self._lock:
             self.rules.append(rule)
         return rule
@@ -107,8 +120,7 @@ class FaultProxy:
         with self._lock:
             self.log.append((method, path))
             for rule in self.rules:
-                if rule.matches(method, path):
-                    rule.times -= 1
+                if rule.matches(method, path) and rule.take():
                     return rule
         return None
 
