@@ -101,7 +101,7 @@ class Cli:
         )
 
     def json(self, *args: str, expect: int = 0, **env: str) -> Any:
-        result = self.run(*args, "--json", **env)
+        result = self.run(*args, "--json", timeout=120, **env)
         assert result.code == expect, (
             f"exit {result.code} (expected {expect})\n{result.stdout}\n{result.stderr}"
         )
@@ -116,7 +116,7 @@ class Cli:
 
 def token_for(user: User) -> str:
     token, _ = Token.objects.get_or_create(user=user)
-    return token.key
+    return str(token.key)
 
 
 @pytest.fixture
@@ -179,6 +179,13 @@ def grading(settings: Any) -> Iterator[Callable[[], None]]:
     yield lambda: None
     stop.set()
     thread.join(timeout=60)
+
+
+def set_quota(user: User, **limits: float) -> None:
+    """Per-user limits (the policy row may already exist: admissions create it)."""
+    from apps.quotas.models import QuotaPolicy
+
+    QuotaPolicy.objects.update_or_create(user=user, defaults=limits)
 
 
 def write_files(folder: Path, files: dict[str, bytes | str]) -> Path:

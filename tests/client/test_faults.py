@@ -11,10 +11,10 @@ from django.contrib.auth.models import User
 from django.http import HttpRequest
 
 from apps.jobs.models import Job
-from apps.quotas.models import QuotaPolicy, Reservation
+from apps.quotas.models import Reservation
 from apps.submissions.models import Submission, SubmissionFile
 from tests import faults
-from tests.client.conftest import HELLO_CONFIG, HELLO_MAIN, Cli, write_files
+from tests.client.conftest import HELLO_CONFIG, HELLO_MAIN, Cli, set_quota, write_files
 from tests.client.proxy import FaultProxy
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -157,7 +157,7 @@ def test_a_400_stops_at_once_with_the_servers_message_and_releases_the_slot(
 def test_quota_full_exits_4_without_a_retry(
     cli: Cli, proxy: FaultProxy, program: Path, researcher: User, tmp_path: Path
 ) -> None:
-    QuotaPolicy.objects.create(user=researcher, max_concurrent_jobs=1)
+    set_quota(researcher, max_concurrent_jobs=1)
     first = cli.json("submit", str(program))  # takes the only slot (no worker: stays queued)
     other = write_files(tmp_path / "other", {"main.py": "x = 2\n", "config.yaml": "b: 2\n"})
 
@@ -185,7 +185,7 @@ def test_quota_full_exits_4_without_a_retry(
 def test_cost_limit_exits_4_without_a_retry(
     cli: Cli, proxy: FaultProxy, program: Path, researcher: User
 ) -> None:
-    QuotaPolicy.objects.create(user=researcher, monthly_cost_limit=1)
+    set_quota(researcher, monthly_cost_limit=1)
 
     result = cli.via(proxy.url).run("submit", str(program), "--resource-class", "large", "--json")
 
@@ -197,7 +197,7 @@ def test_cost_limit_exits_4_without_a_retry(
 
 
 def test_quota_warnings_are_printed(cli: Cli, program: Path, researcher: User) -> None:
-    QuotaPolicy.objects.create(user=researcher, max_concurrent_jobs=1, monthly_cost_limit=2)
+    set_quota(researcher, max_concurrent_jobs=1, monthly_cost_limit=2)
 
     result = cli.run("submit", str(program), "--json")
 
