@@ -37,6 +37,7 @@ from yoyaku_client.output import (
     QuietReporter,
     fmt,
     size,
+    terminal_console,
 )
 from yoyaku_client.submit import LocalRefusal, Reporter, SubmitOptions, Submitter
 from yoyaku_client.transport import RetryEvent, RetryPolicy
@@ -239,12 +240,14 @@ def whoami(as_json: bool) -> None:
 
 
 def _reporter(output: Output, progress: bool | None) -> Reporter:
-    if output.json_mode and not progress:
-        return QuietReporter(output)
-    if progress is None:
-        progress = sys.stderr.isatty()
+    """Bars on a terminal (or everywhere with --progress: drawn for a terminal even into a
+    file or pipe); lines otherwise; with --json only warnings."""
     if progress:
+        return ProgressReporter(output, terminal_console(sys.stderr))
+    if progress is None and sys.stderr.isatty():
         return ProgressReporter(output)
+    if output.json_mode:
+        return QuietReporter(output)
     return LineReporter(output)
 
 

@@ -36,6 +36,11 @@ def _console(stream: Any, *, force_terminal: bool | None = None) -> Console:
     )
 
 
+def terminal_console(stream: Any) -> Console:
+    """A console that draws for a terminal whatever `stream` is (`--progress`)."""
+    return Console(file=stream, force_terminal=True, highlight=False)
+
+
 class Output:
     def __init__(self, *, json_mode: bool = False) -> None:
         self.json_mode = json_mode
