@@ -26,7 +26,7 @@ import os
 import threading
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,29 +191,76 @@ def _sha256_file(path: Path, progress: Callable[[int], None] | None) -> str:
     return digest.hexdigest()
 
 
+class HashQueue:
+    """Hashes the files in the background, in the given order; `digest(item)` waits for one
+    file, `wait_all()` for every file.
+
+    With an explicit idempotency key only file i's hash is needed before file i is sent
+    (`X-Content-SHA256`), so one thread hashes ahead while earlier files upload; a derived key
+    needs every hash first, so several threads share the work (hashlib releases the GIL).
+    """
+
+    def __init__(
+        self,
+        files: Sequence[LocalFile],
+        *,
+        progress: Callable[[int], None] | None = None,
+        done: Callable[[], None] | None = None,
+        workers: int = 1,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._progress = progress
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, workers), thread_name_prefix="yoyaku-hash"
+        )
+        self._futures: dict[int, Future[str]] = {}
+        for item in files:
+            if not item.sha256:
+                self._futures[id(item)] = self._pool.submit(_sha256_file, item.path, self._report)
+        self._items = list(files)
+        self._remaining = len(self._futures)
+        self._done = done
+        if not self._futures and done is not None:
+            done()
+        for future in self._futures.values():
+            future.add_done_callback(self._finished_one)
+
+    def _report(self, count: int) -> None:
+        if self._progress is not None:
+            with self._lock:
+                self._progress(count)
+
+    def _finished_one(self, future: Future[str]) -> None:
+        with self._lock:
+            self._remaining -= 1
+            last = self._remaining == 0
+        if last and self._done is not None:
+            self._done()
+
+    def digest(self, item: LocalFile) -> str:
+        future = self._futures.get(id(item))
+        if future is not None and not item.sha256:
+            item.sha256 = future.result()
+        return item.sha256
+
+    def wait_all(self) -> None:
+        for item in self._items:
+            self.digest(item)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
 def hash_files(
     files: Sequence[LocalFile], *, progress: Callable[[int], None] | None = None, workers: int = 0
 ) -> None:
-    """Fill in each file's sha256, several files at once (hashing runs outside the GIL)."""
-    todo = [f for f in files if not f.sha256]
-    if not todo:
-        return
-    count = workers or min(4, os.cpu_count() or 1, len(todo))
-    lock = threading.Lock()
-
-    def report(n: int) -> None:
-        if progress is not None:
-            with lock:
-                progress(n)
-
-    if count <= 1:
-        for item in todo:
-            item.sha256 = _sha256_file(item.path, report)
-        return
-    with ThreadPoolExecutor(max_workers=count, thread_name_prefix="yoyaku-hash") as pool:
-        digests = list(pool.map(lambda f: _sha256_file(f.path, report), todo))
-    for item, digest in zip(todo, digests, strict=True):
-        item.sha256 = digest
+    """Fill in each file's sha256, several files at once."""
+    count = workers or min(4, os.cpu_count() or 1, max(1, len(files)))
+    queue = HashQueue(files, progress=progress, workers=count)
+    try:
+        queue.wait_all()
+    finally:
+        queue.close()
 
 
 def default_idempotency_key(
@@ -364,34 +411,44 @@ class Submitter:
         files, left_out = collect_files(options.paths)
         if options.local_checks:
             check_files(files, entrypoint=options.entrypoint, config_file=options.config_file)
+        explicit = options.idempotency_key is not None
         self.reporter.hashing_started(sum(f.size for f in files))
-        try:
-            hash_files(files, progress=self.reporter.hashing_advanced)
-        finally:
-            self.reporter.hashing_finished()
-        me = self.client.me()
-        key = options.idempotency_key or default_idempotency_key(
-            username=me.username,
-            files=files,
-            entrypoint=options.entrypoint,
-            config_file=options.config_file,
-            question_id=options.question_id,
-            skill=options.skill,
-            metadata=options.metadata,
-            job_config=options.job_config,
+        hashes = HashQueue(
+            files,
+            progress=self.reporter.hashing_advanced,
+            done=self.reporter.hashing_finished,
+            workers=1 if explicit else min(4, os.cpu_count() or 1, max(1, len(files))),
         )
-        state = UploadState.load(self.client.base_url, me.username, key)
-        existing = self._find(key, state)
-        sealed = next((s for s in existing if s.status != "draft"), None)
-        if sealed is not None:
-            return self._replay(sealed, key, state, files, options, left_out)
-        draft = next((s for s in existing if self._compatible(s, files, options)), None)
-        if existing and draft is None:
-            self.reporter.message(
-                f"draft {existing[0].submission_id} of this key holds other files or settings; "
-                "starting a new submission"
+        try:
+            me = self.client.me()
+            if options.idempotency_key is None:
+                hashes.wait_all()
+            key = options.idempotency_key or default_idempotency_key(
+                username=me.username,
+                files=files,
+                entrypoint=options.entrypoint,
+                config_file=options.config_file,
+                question_id=options.question_id,
+                skill=options.skill,
+                metadata=options.metadata,
+                job_config=options.job_config,
             )
-        return self._upload_and_enqueue(draft, key, state, files, options, left_out)
+            state = UploadState.load(self.client.base_url, me.username, key)
+            existing = self._find(key, state)
+            if existing:  # comparing with what is stored needs every hash
+                hashes.wait_all()
+            sealed = next((s for s in existing if s.status != "draft"), None)
+            if sealed is not None:
+                return self._replay(sealed, key, state, files, options, left_out)
+            draft = next((s for s in existing if self._compatible(s, files, options)), None)
+            if existing and draft is None:
+                self.reporter.message(
+                    f"draft {existing[0].submission_id} of this key holds other files or "
+                    "settings; starting a new submission"
+                )
+            return self._upload_and_enqueue(draft, key, state, files, options, left_out, hashes)
+        finally:
+            hashes.close()
 
     # --- finding what an earlier run did -------------------------------------------------------
 
@@ -490,6 +547,7 @@ class Submitter:
         files: Sequence[LocalFile],
         options: SubmitOptions,
         left_out: list[Path],
+        hashes: HashQueue,
     ) -> SubmitResult:
         reservation: Reservation | None = None
         extender: _Extender | None = None
@@ -502,7 +560,7 @@ class Submitter:
                 )
                 extender = _Extender(self.client, reservation, options.reserve_ttl, self.reporter)
                 extender.start()
-            submission_id, outcomes = self._upload(draft, key, state, files, options)
+            submission_id, outcomes = self._upload(draft, key, state, files, options, hashes)
             if extender is not None:
                 extender.stop()
             reservation_id = reservation.reservation_id if reservation else None
@@ -556,6 +614,7 @@ class Submitter:
         state: UploadState,
         files: Sequence[LocalFile],
         options: SubmitOptions,
+        hashes: HashQueue,
     ) -> tuple[str, list[FileOutcome]]:
         stored: dict[str, FileInfo] = {}
         if draft is not None:
@@ -565,6 +624,8 @@ class Submitter:
                 "already stored"
             )
         todo = [f for f in files if f.name.lower() not in stored]
+        # Hashes are known for every file by now except when uploading to a new draft with an
+        # explicit key: there each is awaited just before its file is sent.
         outcomes: dict[str, FileOutcome] = {
             f.name: FileOutcome(f.name, f.size, f.sha256, "already stored")
             for f in files
@@ -576,6 +637,7 @@ class Submitter:
         try:
             submission_id = draft.submission_id if draft is not None else ""
             for item in todo:
+                hashes.digest(item)
                 done += 1
                 self.reporter.file_started(item, done, count)
 
