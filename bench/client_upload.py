@@ -17,7 +17,8 @@ one job, alternately:
 - the CLI with the key it derives from the files' hashes (a `--metadata` per round makes it
   new): every file is hashed before the first request.
 
-Reported: each way's median throughput over `BENCH_ROUNDS` (5) rounds, and the client's
+Reported: each way's median throughput, the median CPU seconds its client processes used
+(curl and sha256sum, or yoyaku) over `BENCH_ROUNDS` (5) rounds, and the client's
 ratio to curl (target ≥ 0.9), plus the client's peak RSS. The ways take turns in
 each round, so a busy machine slows them alike.
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -42,6 +44,12 @@ from bench.upload import MB, make_file, start_server  # noqa: E402
 
 YOYAKU = str(ROOT / ".venv" / "bin" / "yoyaku")
 CURL = shutil.which("curl") or "curl"
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of every finished child process so far: the clients."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def curl(args: list[str]) -> dict[str, object]:
@@ -157,10 +165,12 @@ def main() -> None:
             "yoyaku": [],
             "yoyaku derived key": [],
         }
+        cpu: dict[str, list[float]] = {way: [] for way in timings}
         peak_rss_mb = 0.0
         media = work / "media"
         for index in range(rounds):
             for way in timings:
+                cpu_before = children_cpu()
                 started = time.perf_counter()
                 if way.startswith("yoyaku"):
                     derived = way != "yoyaku"
@@ -171,6 +181,7 @@ def main() -> None:
                 else:
                     curl_round(base, token, files, checksums=way != "curl")
                 timings[way].append(time.perf_counter() - started)
+                cpu[way].append(children_cpu() - cpu_before)
                 # Free the disk between rounds (the rows stay; nothing reads them again).
                 for child in media.iterdir():
                     shutil.rmtree(child, ignore_errors=True)
@@ -180,13 +191,14 @@ def main() -> None:
             f"{rounds} rounds, gunicorn 5 workers, "
             f"{'PostgreSQL' if 'postgres' in os.environ.get('DATABASE_URL', '') else 'SQLite'}"
         )
-        print(f"{'way':<18} {'median s':>9} {'MB/s':>8}   all rounds (s)")
+        print(f"{'way':<18} {'median s':>9} {'MB/s':>8} {'client CPU s':>12}   all rounds (s)")
         medians: dict[str, float] = {}
         for way, values in timings.items():
             medians[way] = statistics.median(values)
             rate = total / MB / medians[way]
             rounds_text = " ".join(f"{v:.2f}" for v in values)
-            print(f"{way:<18} {medians[way]:>9.2f} {rate:>8.0f}   {rounds_text}")
+            used = statistics.median(cpu[way])
+            print(f"{way:<18} {medians[way]:>9.2f} {rate:>8.0f} {used:>12.2f}   {rounds_text}")
         ratio = medians["curl"] / medians["yoyaku"]
         ratio_sha = medians["curl + sha256sum"] / medians["yoyaku"]
         ratio_derived = medians["curl"] / medians["yoyaku derived key"]

@@ -82,26 +82,30 @@ class MultipartStream:
         pieces.append(closing)
         return pieces
 
-    def __iter__(self) -> Iterator[bytes]:
+    def __iter__(self) -> Iterator[bytes | memoryview]:
         sent = 0
         total = self.length
         report = self._progress
         if report is not None:
             report(0, total)
         pieces = self._preambles()
+        # One buffer for the whole body: each chunk is handed out as a view of it, which the
+        # HTTP layer copies into its own send buffer before asking for the next one.
+        buffer = bytearray(CHUNK_SIZE)
+        view = memoryview(buffer)
         for index, part in enumerate(self._files):
             yield pieces[index]
             sent += len(pieces[index])
             left = self._sizes[index]
-            with open(part.path, "rb") as handle:
+            with open(part.path, "rb", buffering=0) as handle:
                 self._open.append(handle)
                 while left > 0:
-                    chunk = handle.read(min(CHUNK_SIZE, left))
-                    if not chunk:
+                    count = handle.readinto(view[: min(CHUNK_SIZE, left)])
+                    if not count:
                         raise OSError(f"{part.path} shrank while it was being sent")
-                    left -= len(chunk)
-                    sent += len(chunk)
-                    yield chunk
+                    left -= count
+                    sent += count
+                    yield view[:count]
                     if report is not None:
                         report(sent, total)
                 self._open.remove(handle)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -148,8 +149,9 @@ class ProgressReporter(QuietReporter):
             TimeRemainingColumn(),
             console=self.console,
             transient=False,
-            refresh_per_second=8,
+            refresh_per_second=5,
         )
+        self._last_update = 0.0
         self._hash: TaskID | None = None
         self._overall: TaskID | None = None
         self._file: TaskID | None = None
@@ -190,6 +192,10 @@ class ProgressReporter(QuietReporter):
         self._file = self.progress.add_task(f"  {item.name}", total=item.size or 1)
 
     def file_progress(self, item: LocalFile, sent: int, total: int) -> None:
+        now = time.monotonic()
+        if sent < total and now - self._last_update < 0.05:
+            return  # the bars redraw 5 times a second: more updates would only cost CPU
+        self._last_update = now
         # `sent` counts the whole multipart body; scale it to the file's own bytes.
         done = item.size if total <= 0 else min(item.size, sent * item.size // total)
         if self._file is not None:

@@ -22,7 +22,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -92,8 +92,9 @@ class RetryEvent:
     reason: str
 
 
-#: Builds a fresh request body for each attempt: (extra headers, byte chunks).
-Body = Callable[[], tuple[dict[str, str], Iterable[bytes]]]
+#: Builds a fresh request body for each attempt: (extra headers, byte chunks). A chunk may be
+#: a view of a buffer the body reuses: it is copied before the next chunk is asked for.
+Body = Callable[[], tuple[dict[str, str], Iterable[bytes | memoryview]]]
 
 #: Looks up what an earlier attempt may have created; None when it did not.
 Recover = Callable[[], Any]
@@ -235,7 +236,7 @@ class Transport:
         auth: bool,
     ) -> httpx.Response:
         request_headers = dict(headers or {})
-        chunks: Iterable[bytes] | None = None
+        chunks: Iterable[bytes | memoryview] | None = None
         if body is not None:
             extra, chunks = body()
             request_headers.update(extra)
@@ -289,5 +290,8 @@ class Transport:
         )
 
 
-def _chunks(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    yield from chunks
+def _chunks(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes]:
+    # httpx types request content as bytes; h11 takes any buffer and copies it into its own
+    # send buffer at once (b"".join), so a view of a reused buffer is safe and saves a copy.
+    for chunk in chunks:
+        yield cast(bytes, chunk)
