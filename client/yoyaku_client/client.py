@@ -241,12 +241,18 @@ class Client:
             offset = page.next_offset
 
     def find_submissions(
-        self, *, upload_key: str, created_after: dt.datetime | None = None
+        self,
+        *,
+        upload_key: str,
+        created_after: dt.datetime | None = None,
+        scan_limit: int = 500,
     ) -> list[Submission]:
         """Your submissions whose metadata carries `upload_key`, newest first; the scan stops
-        at the first submission created before `created_after`."""
+        at the first submission created before `created_after`, or after `scan_limit`."""
         found: list[Submission] = []
-        for submission in self.iter_submissions():
+        for scanned, submission in enumerate(self.iter_submissions(page_size=50)):
+            if scanned >= scan_limit:
+                break
             if (
                 created_after is not None
                 and submission.created_at is not None

@@ -77,8 +77,10 @@ def load_settings() -> Settings:
     return Settings(url.rstrip("/"), token, url_source, token_source)
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically, readable by the owner only (0600)."""
+def _write_private(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write `text` to `path` atomically, readable by the owner only (0600). `durable` also
+    flushes it to the disk before the rename (the settings; an upload's state file is only a
+    cache of what the server knows, rewritten after every file, and skips that)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -87,7 +89,8 @@ def _write_private(path: Path, text: str) -> None:
             os.fchmod(handle.fileno(), 0o600)  # whatever the umask said
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -155,7 +158,7 @@ class UploadState:
             "files": self.files,
             "updated_at": self.updated_at,
         }
-        _write_private(self.path, json.dumps(data, indent=2) + "\n")
+        _write_private(self.path, json.dumps(data, indent=2) + "\n", durable=False)
         _prune_old_states(self.path.parent)
 
 
