@@ -1185,4 +1185,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except YoyakuError as exc:
         output.json_mode = _State.json_mode
         _fail(output, EXIT_ERROR, str(exc), {"success": False, "code": "error", "error": str(exc)})
+    except OSError as exc:  # a local file vanished or could not be read, the config folder...
+        output.json_mode = _State.json_mode
+        _fail(
+            output, EXIT_ERROR, str(exc), {"success": False, "code": "os_error", "error": str(exc)}
+        )
     sys.exit(EXIT_OK)
