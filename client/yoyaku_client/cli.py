@@ -1138,10 +1138,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except click.Abort:
-        output.error("aborted")
-        sys.exit(130)
-    except KeyboardInterrupt:
+    except (click.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
         output.error("interrupted; run the same command again to continue")
         sys.exit(130)
     except LocalRefusal as exc:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from apps.jobs.models import Job
+from apps.quotas.models import Reservation
 from apps.submissions.models import Submission, SubmissionFile
 from tests.client.conftest import (
     EXAMPLES,
@@ -239,3 +240,27 @@ def test_big_files_stream_with_checksums(cli: Cli, tmp_path: Path) -> None:
     stored = SubmissionFile.objects.get(filename="data.py")
     assert stored.size == 8 * MIB
     assert stored.sha256 == {f["filename"]: f["sha256"] for f in body["files"]}["data.py"]
+
+
+def test_ctrl_c_mid_upload_releases_the_reservation_and_a_rerun_finishes(
+    cli: Cli, proxy: FaultProxy, five_files: Path
+) -> None:
+    held = proxy.pause("POST", FILES_PATH, skip=1)
+    process = cli.via(proxy.url).popen("submit", str(five_files), "--reserve", "--json")
+    assert held.reached.wait(timeout=60)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    held.go.set()
+
+    assert process.returncode == 130, err
+    assert "run the same command again" in err
+    reservation = Reservation.objects.get()
+    assert reservation.released_at is not None
+    assert Job.objects.count() == 0
+
+    again = cli.via(proxy.url).json("submit", str(five_files), "--reserve")
+
+    assert again["resumed"] is True
+    assert SubmissionFile.objects.count() == 5
+    assert Job.objects.get().pk == again["job_id"]
+    assert Reservation.objects.get(pk=again["reservation_id"]).job_id == again["job_id"]
