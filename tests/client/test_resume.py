@@ -264,3 +264,26 @@ def test_ctrl_c_mid_upload_releases_the_reservation_and_a_rerun_finishes(
     assert SubmissionFile.objects.count() == 5
     assert Job.objects.get().pk == again["job_id"]
     assert Reservation.objects.get(pk=again["reservation_id"]).job_id == again["job_id"]
+
+
+def test_reserve_extends_the_slot_while_a_slow_upload_runs(
+    cli: Cli, proxy: FaultProxy, five_files: Path
+) -> None:
+    held = proxy.pause("POST", FILES_PATH)
+    process = cli.via(proxy.url).popen(
+        "submit", str(five_files), "--reserve", "--reserve-ttl", "10", "--json"
+    )
+    assert held.reached.wait(timeout=60)
+    reservation = Reservation.objects.get()
+    first_expiry = reservation.expires_at
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proxy.count("POST", r"/extend/$") < 2:
+        time.sleep(0.2)
+    held.go.set()
+    out, err = process.communicate(timeout=120)
+
+    assert process.returncode == 0, err
+    assert proxy.count("POST", r"/extend/$") >= 2  # every ttl/3 while the upload was held
+    reservation.refresh_from_db()
+    assert reservation.expires_at > first_expiry
+    assert reservation.job_id == json.loads(out)["job_id"]  # the held slot became the job's
