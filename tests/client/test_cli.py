@@ -366,6 +366,17 @@ def test_human_output_is_tables_not_json(cli: Cli, researcher: User) -> None:
     result = cli.run("jobs")
     assert result.code == 0
     assert "status" in result.stdout
+    booked = cli.run("schedule", "book", "--at", "+3h", "--path", "/api/me/", "--method", "GET")
+    assert booked.code == 0, booked.stderr
+    assert "Inexistent" in booked.stdout
+    assert "birth" in booked.stdout
+    listed = cli.run("schedule", "list")
+    assert listed.code == 0
+    assert "point" in listed.stdout
+    for command in (["whoami"], ["leaderboard"], ["review", "queue"]):
+        result = cli.run(*command)
+        assert result.code in (0, 1), result.stderr  # the queue is for reviewers only
+        assert "Traceback" not in result.stderr
 
 
 def test_submit_refuses_locally_before_any_request(cli: Cli, tmp_path: Path) -> None:
