@@ -16,10 +16,11 @@ help:
 	@echo "make bench  - the benchmarks in bench/ (BENCH=upload to run one)"
 	@echo "make reset  - delete the database and uploaded files of make run"
 
-$(STAMP): requirements/base.txt requirements/dev.txt
+$(STAMP): requirements/base.txt requirements/dev.txt requirements/client.txt client/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements/dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e ./client
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -37,6 +38,8 @@ run: migrate
 	@echo "  Admin:   http://127.0.0.1:$(PORT)/admin/   (admin / password above)"
 	@echo "  Pages:   http://127.0.0.1:$(PORT)/submit/  /jobs/  /leaderboard/  /review/"
 	@echo "  Health:  http://127.0.0.1:$(PORT)/healthz   Metrics: /metrics   Ops: /ops/"
+	@echo "  Client:  $(BIN)/yoyaku login --url http://127.0.0.1:$(PORT) --token <demo token above>"
+	@echo "           $(BIN)/yoyaku submit examples/hello --wait"
 	@echo
 	DEBUG=$${DEBUG:-true} PORT=$(PORT) $(BIN)/honcho -f Procfile.dev start
 

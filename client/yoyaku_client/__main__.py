@@ -1,0 +1,3 @@
+from yoyaku_client.cli import main
+
+main()

@@ -1,0 +1,225 @@
+"""How the CLI shows things: JSON on stdout with `--json`, rich tables otherwise; messages,
+warnings and progress on stderr (so stdout stays parseable)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from yoyaku_client.models import to_jsonable
+from yoyaku_client.submit import LocalFile, Reporter
+
+
+def _console(stream: Any, *, force_terminal: bool | None = None) -> Console:
+    terminal = stream.isatty() if force_terminal is None else force_terminal
+    return Console(
+        file=stream,
+        force_terminal=force_terminal,
+        width=None if terminal else 160,
+        soft_wrap=not terminal,
+        highlight=False,
+    )
+
+
+def terminal_console(stream: Any) -> Console:
+    """A console that draws for a terminal whatever `stream` is (`--progress`)."""
+    return Console(file=stream, force_terminal=True, highlight=False)
+
+
+class Output:
+    def __init__(self, *, json_mode: bool = False) -> None:
+        self.json_mode = json_mode
+        self.out = _console(sys.stdout)
+        self.err = _console(sys.stderr)
+
+    def json(self, value: Any) -> None:
+        sys.stdout.write(json.dumps(to_jsonable(value), indent=2, sort_keys=False) + "\n")
+        sys.stdout.flush()
+
+    def json_line(self, value: Any) -> None:
+        sys.stdout.write(json.dumps(to_jsonable(value), separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+
+    def message(self, text: str) -> None:
+        """A human message on stderr (so with `--json` too: stdout stays one document)."""
+        self.err.print(text, markup=False)
+
+    def warning(self, text: str) -> None:
+        self.err.print(f"Warning: {text}", markup=False, style="yellow")
+
+    def error(self, text: str) -> None:
+        self.err.print(f"Error: {text}", markup=False, style="bold red")
+
+    def print(self, text: str) -> None:
+        self.out.print(text, markup=False)
+
+    def table(
+        self, title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        table = Table(title=title, show_lines=False, title_justify="left")
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*[fmt(v) for v in row])
+        self.out.print(table)
+
+    def fields(self, title: str | None, pairs: Sequence[tuple[str, Any]]) -> None:
+        table = Table(title=title, show_header=False, title_justify="left")
+        table.add_column("field", style="bold")
+        table.add_column("value", overflow="fold")
+        for name, value in pairs:
+            table.add_row(name, fmt(value))
+        self.out.print(table)
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dt.datetime):
+        return value.isoformat(timespec="seconds")
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
+
+
+def size(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"  # pragma: no cover
+
+
+class QuietReporter(Reporter):
+    """`--json`: only warnings (on stderr)."""
+
+    def __init__(self, output: Output) -> None:
+        self.output = output
+
+    def warning(self, text: str) -> None:
+        self.output.warning(text)
+
+
+class LineReporter(QuietReporter):
+    """Not a terminal: one line per step, no bars."""
+
+    def message(self, text: str) -> None:
+        self.output.message(text)
+
+    def hashing_started(self, total_bytes: int) -> None:
+        self.output.message(f"hashing {size(total_bytes)}")
+
+    def file_finished(self, item: LocalFile, index: int, count: int, *, created: bool) -> None:
+        note = "" if created else " (already there: same content)"
+        self.output.message(f"[{index}/{count} files] {item.name} {size(item.size)} uploaded{note}")
+
+
+class ProgressReporter(QuietReporter):
+    """A terminal: a bar per file and one for the whole upload ("k/N files")."""
+
+    def __init__(self, output: Output, console: Console | None = None) -> None:
+        super().__init__(output)
+        self.console = console or output.err
+        self.progress = Progress(
+            TextColumn("{task.description}", justify="left"),
+            BarColumn(bar_width=None),
+            DownloadColumn(binary_units=True),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=False,
+            refresh_per_second=5,
+        )
+        self._last_update = 0.0
+        self._hash: TaskID | None = None
+        self._overall: TaskID | None = None
+        self._file: TaskID | None = None
+        self._base = 0
+        self._count = 0
+        self._done = 0
+
+    def message(self, text: str) -> None:
+        self.progress.console.print(text, markup=False)
+
+    def warning(self, text: str) -> None:
+        self.progress.console.print(f"Warning: {text}", markup=False, style="yellow")
+
+    def hashing_started(self, total_bytes: int) -> None:
+        self.progress.start()
+        self._hash = self.progress.add_task("hashing", total=total_bytes or 1)
+
+    def hashing_advanced(self, count: int) -> None:
+        if self._hash is not None:
+            self.progress.advance(self._hash, count)
+
+    def hashing_finished(self) -> None:
+        if self._hash is not None:
+            self.progress.remove_task(self._hash)
+            self._hash = None
+
+    def upload_started(self, files: Sequence[LocalFile], already: int) -> None:
+        self.progress.start()
+        self._count = len(files) + already
+        self._done = already
+        total = sum(f.size for f in files)
+        self._overall = self.progress.add_task(self._overall_text(), total=total or 1)
+
+    def _overall_text(self) -> str:
+        return f"{self._done}/{self._count} files"
+
+    def file_started(self, item: LocalFile, index: int, count: int) -> None:
+        self._file = self.progress.add_task(f"  {item.name}", total=item.size or 1)
+
+    def file_progress(self, item: LocalFile, sent: int, total: int) -> None:
+        now = time.monotonic()
+        if sent < total and now - self._last_update < 0.05:
+            return  # the bars redraw 5 times a second: more updates would only cost CPU
+        self._last_update = now
+        # `sent` counts the whole multipart body; scale it to the file's own bytes.
+        done = item.size if total <= 0 else min(item.size, sent * item.size // total)
+        if self._file is not None:
+            self.progress.update(self._file, completed=done)
+        if self._overall is not None:
+            self.progress.update(self._overall, completed=self._base + done)
+
+    def file_finished(self, item: LocalFile, index: int, count: int, *, created: bool) -> None:
+        self._base += item.size
+        self._done = index
+        if self._file is not None:
+            self.progress.remove_task(self._file)
+            self._file = None
+        if self._overall is not None:
+            self.progress.update(
+                self._overall, completed=self._base, description=self._overall_text()
+            )
+        note = "" if created else " (already there: same content)"
+        self.progress.console.print(
+            f"[{index}/{count} files] {item.name} {size(item.size)} uploaded{note}", markup=False
+        )
+
+    def upload_finished(self) -> None:
+        self.progress.stop()
+
+    def close(self) -> None:
+        self.progress.stop()
