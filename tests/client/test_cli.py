@@ -288,9 +288,9 @@ def test_schedule_book_list_show_cancel(cli: Cli, researcher: User) -> None:
         "--at",
         "+2h",
         "--path",
-        "/api/schedule/tasks/",
-        "--body",
-        '{"topic": "quota.boost", "content": {"concurrent": 1}}',
+        "/api/me/",
+        "--method",
+        "GET",
         "--resource",
         "gpu-1",
     )
@@ -306,19 +306,27 @@ def test_schedule_book_list_show_cancel(cli: Cli, researcher: User) -> None:
         "--death",
         "2030-01-01 12:00:00",
         "--path",
-        "/api/schedule/tasks/",
-        "--body",
-        '{"topic": "quota.boost", "content": {"concurrent": 1}}',
+        "/api/me/",
+        "--method",
+        "GET",
         "--death-path",
-        "/api/schedule/tasks/",
-        "--death-body",
-        '{"topic": "quota.restore", "content": {"concurrent": 1}}',
+        "/api/me/",
+        "--death-method",
+        "GET",
         "--retry-count",
         "2",
     )
     assert term["schedule_type"] == "term"
     assert term["birth_time"].startswith("2030-01-01T10:00:00")
     assert sorted(p["kind"] for p in term["plans"]) == ["birth", "death"]
+
+    # A staff-only topic is refused to a plain user, with the server's code (exit 1).
+    boost = cli.run(
+        "schedule", "book", "--at", "+3h", "--path", "/api/schedule/tasks/",
+        "--body", '{"topic": "quota.boost", "content": {"concurrent": 1}}', "--json",
+    )  # fmt: skip
+    assert boost.code == 1
+    assert boost.json()["code"] == "permission_denied"
 
     # The resource guard: a second booking of gpu-1 near the first is refused (409).
     clash = cli.run(
