@@ -19,6 +19,7 @@ from django.contrib.auth.models import User
 from apps.jobs.models import Job, JobStatus
 from apps.review.models import GradingAttempt, GradingOutcome
 from apps.submissions.models import Submission, SubmissionStatus
+from tests.processes import database_url
 from tests.review.factories import make_job, make_submission
 from tests.review.sandboxes import processes_with_argument
 
@@ -31,18 +32,6 @@ import json, subprocess
 subprocess.run(["/bin/sleep", "2.5417"], check=True)
 json.dump({"score": 0.6}, open("metrics.json", "w"))
 """
-
-
-def database_url() -> str:
-    """The test database as a URL the cluster subprocess can open."""
-    db = settings.DATABASES["default"]
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    user = db.get("USER") or "postgres"
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    host = db.get("HOST") or "127.0.0.1"
-    port = db.get("PORT") or 5432
-    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
 
 
 def cluster_env(**overrides: str) -> dict[str, str]:
