@@ -265,15 +265,21 @@ def test_no_network_at_all(grade: Grade, listening_port: int) -> None:
 
 def test_no_privilege_inside_and_no_root_process_on_the_host(grade: Grade) -> None:
     program = """
-    import os, time
+    import ctypes, os, time
     found = []
     for attempt in (lambda: os.setuid(0), lambda: os.setgid(0), lambda: os.setgroups([0]),
-                    lambda: os.chroot("/"), lambda: os.unshare(os.CLONE_NEWUSER)):
+                    lambda: os.chroot("/")):
         try:
             attempt()
             found.append("privileged call succeeded")
-        except (OSError, AttributeError):
+        except OSError:
             pass
+    libc = ctypes.CDLL(None, use_errno=True)
+    for name, flag in (("user", 0x10000000), ("net", 0x40000000), ("mount", 0x00020000)):
+        if libc.unshare(flag) == 0:  # Python 3.11 has no os.unshare: the syscall itself
+            found.append(f"unshare({name}) succeeded")
+    if libc.mount(b"none", b"/tmp", b"tmpfs", 0, None) == 0:
+        found.append("mount succeeded")
     status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines())
     caps = {k: status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
     found += [k for k, v in caps.items() if int(v, 16) != 0]
