@@ -4,7 +4,7 @@ same run, so the figures are ratios against baselines measured seconds apart:
 1. bare interpreter: `python3 -I main.py` (no isolation at all);
 2. bare bubblewrap: `bwrap --unshare-all --die-with-parent ... python3 -I main.py` with only
    /usr and /proc bound (the floor for any bubblewrap grader);
-3. isolated: the product's whole per-grading path in `apps.review.isolation` — a fresh input
+3. isolated: the product's whole per-grading path in `apps.grading.isolation` — a fresh input
    folder, hand-over to the sandbox uid, the full sandbox (read-only root, sized tmpfs, limits,
    uid switch when root), the runner copying the files in and reporting metrics.json.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from apps.review.isolation import (  # noqa: E402
+from apps.grading.isolation import (  # noqa: E402
     BUBBLEWRAP,
     Limits,
     input_folder,

@@ -97,6 +97,7 @@ INSTALLED_APPS = [
     "apps.submissions",
     "apps.quotas",
     "apps.jobs",
+    "apps.grading",
     "apps.review",
     "apps.schedule",
 ]
@@ -315,7 +316,7 @@ MAX_SUBMISSION_REQUEST_SIZE = int(env_number("MAX_SUBMISSION_REQUEST_SIZE", 1024
 SUBMISSION_DRAFT_TTL_DAYS = env_number("SUBMISSION_DRAFT_TTL_DAYS", 7)
 
 # --- Grading and review (SPEC §5) -------------------------------------------------------------
-GRADER = env.str("GRADER", default="apps.review.grader.SandboxGrader")
+GRADER = env.str("GRADER", default="apps.grading.grader.SandboxGrader")
 GRADING_TIMEOUT = env_number("GRADING_TIMEOUT", 600)
 GRADING_MAX_ATTEMPTS = int(env_number("GRADING_MAX_ATTEMPTS", 3))
 GRADING_MEMORY_LIMIT = int(env_number("GRADING_MEMORY_LIMIT", 1073741824))

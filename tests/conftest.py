@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,6 +118,30 @@ def other_client(other_user: User, client_for: Callable[[User], APIClient]) -> A
 @pytest.fixture
 def staff_client(staff_user: User, client_for: Callable[[User], APIClient]) -> APIClient:
     return client_for(staff_user)
+
+
+@pytest.fixture
+def reviewer(db: None) -> User:
+    return make_user(username="rita", reviewer=True)
+
+
+@pytest.fixture
+def other_reviewer(db: None) -> User:
+    return make_user(username="ravi", reviewer=True)
+
+
+@pytest.fixture
+def reviewer_client(reviewer: User, client_for: Callable[[User], APIClient]) -> APIClient:
+    return client_for(reviewer)
+
+
+@pytest.fixture
+def grader_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Any) -> Path:
+    """Use the recording grader; returns the file listing every invocation."""
+    path = tmp_path / "grader-invocations.log"
+    monkeypatch.setenv("YOYAKU_TEST_GRADER_LOG", str(path))
+    settings.GRADER = "tests.grading.graders.RecordingGrader"
+    return path
 
 
 @pytest.fixture

@@ -9,5 +9,5 @@ class CoreConfig(AppConfig):
     def ready(self) -> None:
         from apps.core import (
             metrics,  # noqa: F401 - declares the app's metrics
-            periodic,  # noqa: F401 - registers the periodic tasks
+            registry,  # noqa: F401 - the hourly cleanup task
         )

@@ -1,5 +1,11 @@
-"""Handing tasks to django-q2: the broker this process enqueues with (built once), and the
-after-commit enqueue every service uses."""
+"""Handing tasks to django-q2: every task's dotted path, the broker this process enqueues with
+(built once), and the two ways to enqueue.
+
+Every enqueue in the product goes through this module: `enqueue_on_commit` from a service (the
+task is handed over once the transaction commits), `enqueue` from a process loop outside any
+transaction (the plan watcher). The dotted paths below are the only place a task is named;
+periodic schedules (`apps.core.schedules`) name their tasks with them too.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,25 @@ from django.db import transaction
 from apps.core.metrics import TASK_ENQUEUE_FAILURES
 
 logger = logging.getLogger(__name__)
+
+# --- Task names: the dotted path django-q2 imports in the worker -------------------------------
+GRADE_JOB = "apps.grading.tasks.grade_job"
+REAP_EXPIRED_LEASES = "apps.grading.tasks.reap_expired_leases"
+CLEANUP = "apps.core.tasks.cleanup_periodic"
+PLAN_EXECUTE = "apps.schedule.tasks.plan_execute"
+PLAN_EXECUTE_MANY = "apps.schedule.tasks.plan_execute_many"
+PLANS_FIRE_DUE = "apps.schedule.tasks.watcher_pass_periodic"
+TASK_RUN = "apps.schedule.tasks.task_run"
+
+TASKS = (
+    GRADE_JOB,
+    REAP_EXPIRED_LEASES,
+    CLEANUP,
+    PLAN_EXECUTE,
+    PLAN_EXECUTE_MANY,
+    PLANS_FIRE_DUE,
+    TASK_RUN,
+)
 
 
 @cache
@@ -61,17 +86,30 @@ class TaskEnqueue:
     robust: bool = True
 
     def __call__(self) -> None:
-        from django_q.tasks import async_task
-
         try:
-            async_task(self.task, *self.args, broker=task_broker())
+            enqueue(self.task, *self.args)
         except Exception:
-            logger.exception("Could not enqueue %s%r.", self.task, self.args)
-            TASK_ENQUEUE_FAILURES.labels(self.task).inc()
             if not self.robust:
                 raise
 
 
+def enqueue(task: str, *args: Any) -> None:
+    """Enqueue `task(*args)` now, through the process's broker. A refusal is logged, counted
+    (`yoyaku_task_enqueue_failures_total`) and raised: the caller keeps the work to retry."""
+    from django_q.tasks import async_task
+
+    if task not in TASKS:
+        raise ValueError(f"{task!r} is not a task of apps.core.queue.TASKS")
+    try:
+        async_task(task, *args, broker=task_broker())
+    except Exception:
+        logger.exception("Could not enqueue %s%r.", task, args)
+        TASK_ENQUEUE_FAILURES.labels(task).inc()
+        raise
+
+
 def enqueue_on_commit(task: str, *args: Any, robust: bool = True) -> None:
     """Enqueue `task(*args)` once the current transaction commits (at once outside one)."""
+    if task not in TASKS:
+        raise ValueError(f"{task!r} is not a task of apps.core.queue.TASKS")
     transaction.on_commit(TaskEnqueue(task, args, robust=robust))

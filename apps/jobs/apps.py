@@ -7,6 +7,6 @@ class JobsConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.jobs import (
-            cleanup,  # noqa: F401 - registers the `keys` cleanup kind
             metrics,  # noqa: F401 - declares the app's metrics
+            registry,  # noqa: F401 - the `keys` cleanup kind
         )

@@ -26,12 +26,14 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
+from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidRequest, InvalidTransition
 from apps.core.logcontext import current_request_id, log_bind
 from apps.core.models_utils import new_hex_id
-from apps.core.queue import enqueue_on_commit
+from apps.core.queue import GRADE_JOB, enqueue_on_commit
 from apps.jobs.exceptions import (
     DuplicateInFlight,
     IdempotencyKeyMismatch,
@@ -55,7 +57,6 @@ from apps.submissions.services import submission_seal_ready, submission_transiti
 
 logger = logging.getLogger(__name__)
 
-GRADE_TASK = "apps.review.tasks.grade_job"
 MAX_KEY_LENGTH = 256
 
 
@@ -429,7 +430,7 @@ def job_submit(
                 )
                 if claim is not None:
                     idempotency_bind(claim=claim, job=result.job, ttl_hours=ttl_hours)
-                enqueue_on_commit(GRADE_TASK, result.job.pk)
+                enqueue_on_commit(GRADE_JOB, result.job.pk)
         except _InFlightConflict as conflict:
             raise _duplicate_in_flight(submission_id=submission_id) from conflict.__cause__
     except BaseException:
@@ -561,3 +562,21 @@ def job_cancel(*, job_id: str, user: AbstractBaseUser | None = None) -> Job:
                 lease_expires_at=None,
             )
     return job
+
+
+def idempotency_keys_purge(*, now: dt.datetime, dry_run: bool = False) -> CleanupReport:
+    """Cleanup kind `keys`: delete idempotency keys past their TTL and claims older than
+    IDEMPOTENCY_LOCK_TIMEOUT that never bound a job (their request died).
+
+    An expired key is ignored at lookup; a dead claim would be taken over by the next request:
+    removing either changes no answer. A dead request that wakes up after its claim was
+    removed cannot bind the key (its token is gone) and rolls back. The DELETE repeats the
+    condition, so a key renewed meanwhile is kept. `dry_run` lists and deletes nothing.
+    """
+    lock_timeout = dt.timedelta(seconds=float(settings.IDEMPOTENCY_LOCK_TIMEOUT))
+    stale_q = Q(expires_at__lte=now) | Q(job__isnull=True, locked_at__lte=now - lock_timeout)
+    rows = list(IdempotencyKey.objects.filter(stale_q).values_list("pk", "user_id", "key"))
+    if not dry_run:
+        IdempotencyKey.objects.filter(stale_q, pk__in=[pk for pk, _, _ in rows]).delete()
+    items = [f"user {user_id}: {key}" for _, user_id, key in rows]
+    return CleanupReport(kind="keys", count=len(items), items=items)

@@ -7,6 +7,6 @@ class QuotasConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.quotas import (
-            cleanup,  # noqa: F401 - registers the `reservations` cleanup kind
             metrics,  # noqa: F401 - declares the app's metrics
+            registry,  # noqa: F401 - the `reservations` cleanup kind
         )

@@ -19,6 +19,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.core.cleanup import CleanupReport
 from apps.quotas.exceptions import (
     CostLimitExceeded,
     QuotaExceeded,
@@ -279,3 +280,18 @@ def storage_admit(*, user: AbstractBaseUser, adding_bytes: int) -> None:
     used = submission_storage_bytes(user_id=user.pk)
     if used + adding_bytes > limit:
         raise storage_quota_error(used=used, limit=limit, adding=adding_bytes)
+
+
+def reservations_purge(*, now: dt.datetime, dry_run: bool = False) -> CleanupReport:
+    """Cleanup kind `reservations`: delete reservations whose expiry has passed, whatever their
+    state. Past `expires_at` a reservation never counts again (expired, or consumed/released
+    earlier), so removing it changes no decision; those neither consumed nor released ended by
+    expiring and are counted (`state="expired"`) as they go. `dry_run` deletes nothing."""
+    items = list(Reservation.objects.filter(expires_at__lte=now).values_list("id", flat=True))
+    if not dry_run:
+        expired = Reservation.objects.filter(
+            pk__in=items, consumed_at__isnull=True, released_at__isnull=True
+        ).count()
+        Reservation.objects.filter(pk__in=items, expires_at__lte=now).delete()
+        reservation_counted(state="expired", count=expired)
+    return CleanupReport(kind="reservations", count=len(items), items=items)

@@ -1,4 +1,5 @@
-"""Admin: grading attempts, reviews, claims, and submissions with regrade / expire-claim."""
+"""Admin: reviews, claims, and submissions (with their grading attempts) with regrade /
+expire-claim."""
 
 from __future__ import annotations
 
@@ -10,12 +11,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from apps.core.exceptions import DomainError
-from apps.review.models import (
-    GradingAttempt,
-    ReviewClaim,
-    ReviewRecord,
-    SubmissionUnderReview,
-)
+from apps.grading.admin import GradingAttemptInline
+from apps.review.models import ReviewClaim, ReviewRecord, SubmissionUnderReview
 from apps.review.services import review_claim_expire, submission_regrade
 
 
@@ -62,14 +59,6 @@ class ReviewClaimInline(admin.TabularInline[ReviewClaim, SubmissionUnderReview])
     extra = 0
     can_delete = False
     fields = ("reviewer", "claimed_at", "expires_at")
-    readonly_fields = fields
-
-
-class GradingAttemptInline(admin.TabularInline[GradingAttempt, SubmissionUnderReview]):
-    model = GradingAttempt
-    extra = 0
-    can_delete = False
-    fields = ("number", "outcome", "score", "exit_code", "reason", "worker", "started_at")
     readonly_fields = fields
 
 
@@ -125,31 +114,6 @@ class ReviewRecordAdmin(admin.ModelAdmin[ReviewRecord]):
     list_filter = ("verdict", "created_at")
     search_fields = ("id", "submission__id", "reviewer__username", "comment")
     readonly_fields = ("id", "submission", "reviewer", "verdict", "score", "comment", "created_at")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-
-@admin.register(GradingAttempt)
-class GradingAttemptAdmin(admin.ModelAdmin[GradingAttempt]):
-    list_display = ("submission", "number", "outcome", "score", "exit_code", "worker", "started_at")
-    list_filter = ("outcome", "grader")
-    search_fields = ("submission__id", "job__id", "lease_token", "worker")
-    readonly_fields = (
-        "submission",
-        "job",
-        "number",
-        "lease_token",
-        "lease_expires_at",
-        "worker",
-        "grader",
-        "outcome",
-        "exit_code",
-        "score",
-        "reason",
-        "started_at",
-        "finished_at",
-    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -1,50 +1,17 @@
-"""Metrics of the review app: grading workers and human review (SPEC §5), with the
-scrape-time collector of the grading and review queues."""
+"""Metrics of human review (SPEC §5): claims and verdicts, with the scrape-time collector of
+the review queue and the /ops/ section."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
 
-from django.conf import settings
 from django.utils import timezone
 from prometheus_client.core import Metric
 
 from apps.core.metrics import counter, gauge, histogram, register_scrape_collector
 from apps.core.ops_summary import OpsRow, format_age, register_ops_section
 
-GRADING_OUTCOMES = ("completed", "review_pending", "failed", "lease_lost", "exhausted")
-SKIP_REASONS = ("unknown_job", "job_finished", "submission_finished", "live_lease", "not_pending")
-
-GRADINGS = counter(
-    "yoyaku_gradings_total",
-    "Gradings that ended, by outcome: completed, review_pending, failed (the program failed, "
-    "timed out, or could not run), lease_lost (result discarded: the lease was taken over or "
-    "cancelled), exhausted (GRADING_MAX_ATTEMPTS attempts without a result).",
-    ["outcome"],
-    initial=[(outcome,) for outcome in GRADING_OUTCOMES],
-)
-GRADING_DURATION = histogram(
-    "yoyaku_grading_duration_seconds",
-    "Time the grader ran (files copied in, the program, its result read), by outcome.",
-    ["outcome"],
-    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200),
-    initial=[(outcome,) for outcome in GRADING_OUTCOMES[:4]],
-)
-GRADING_ATTEMPTS = counter(
-    "yoyaku_grading_attempts_total",
-    "Processing leases taken: each is one grading attempt of a submission.",
-)
-LEASE_TAKEOVERS = counter(
-    "yoyaku_grading_lease_takeovers_total",
-    "Expired processing leases taken over by a new delivery (a worker died or stalled).",
-)
-DELIVERIES_SKIPPED = counter(
-    "yoyaku_grading_deliveries_skipped_total",
-    "Grading deliveries that did nothing (duplicates and late deliveries), by reason.",
-    ["reason"],
-    initial=[(reason,) for reason in SKIP_REASONS],
-)
 REVIEW_CLAIM_CONFLICTS = counter(
     "yoyaku_review_claim_conflicts_total",
     "Claims refused because another reviewer holds a live claim (409 already_claimed).",
@@ -60,22 +27,6 @@ REVIEW_WAIT = histogram(
     "Time from a submission entering review_pending to its verdict.",
     buckets=(60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400),
 )
-
-
-def grading_ended(*, outcome: str, seconds: float | None = None) -> None:
-    GRADINGS.labels(outcome).inc()
-    if seconds is not None:
-        GRADING_DURATION.labels(outcome).observe(seconds)
-
-
-def grading_attempt_started(*, takeover: bool) -> None:
-    GRADING_ATTEMPTS.inc()
-    if takeover:
-        LEASE_TAKEOVERS.inc()
-
-
-def grading_skipped(*, reason: str) -> None:
-    DELIVERIES_SKIPPED.labels(reason).inc()
 
 
 def review_claim_conflict() -> None:
@@ -95,26 +46,12 @@ def _age(now: dt.datetime, oldest: dt.datetime | None) -> float:
     return 0.0 if oldest is None else max(0.0, (now - oldest).total_seconds())
 
 
-def queues_collect() -> Iterable[Metric]:
-    """Two aggregate queries, each served by a partial index (jobs_queued_created,
-    submissions_review_pending)."""
-    from apps.jobs.selectors import job_queue_stats
+def review_queue_collect() -> Iterable[Metric]:
+    """One aggregate query, served by the partial index submissions_review_pending."""
     from apps.review.selectors import review_queue_stats
 
     now = timezone.now()
-    queued, oldest_job = job_queue_stats()
     pending, oldest_review = review_queue_stats()
-    yield gauge("yoyaku_grading_queue_depth", "Jobs queued, waiting for a grading worker.", queued)
-    yield gauge(
-        "yoyaku_grading_oldest_queued_age_seconds",
-        "Age of the oldest queued job (0 when none is queued).",
-        _age(now, oldest_job),
-    )
-    yield gauge(
-        "yoyaku_grading_queue_retry_seconds",
-        "The broker's re-delivery window (Q_RETRY): a job queued longer was lost or is stuck.",
-        float(settings.Q_CLUSTER.get("retry", 60)),
-    )
     yield gauge("yoyaku_review_queue_length", "Submissions waiting for a human review.", pending)
     yield gauge(
         "yoyaku_review_oldest_pending_age_seconds",
@@ -123,29 +60,14 @@ def queues_collect() -> Iterable[Metric]:
     )
 
 
-register_scrape_collector("queues", queues_collect)
+register_scrape_collector("review_queue", review_queue_collect)
 
 
-def _grading_ops(now: dt.datetime) -> list[OpsRow]:
-    from apps.jobs.selectors import job_queue_stats
-    from apps.review.selectors import grading_outcomes_since, review_queue_stats
+def _review_ops(now: dt.datetime) -> list[OpsRow]:
+    from apps.review.selectors import review_queue_stats
 
-    queued, oldest_job = job_queue_stats()
-    age = None if oldest_job is None else _age(now, oldest_job)
-    retry = float(settings.Q_CLUSTER.get("retry", 60))
-    outcomes = grading_outcomes_since(since=now - dt.timedelta(hours=1))
-    total = sum(outcomes.values())
-    failures = outcomes.get("failed", 0) + outcomes.get("abandoned", 0)
     pending, oldest_review = review_queue_stats()
     return [
-        OpsRow("Jobs queued", str(queued)),
-        OpsRow("Oldest queued job", format_age(age), "bad" if age and age > retry else ""),
-        OpsRow("Gradings finished in the last hour", str(total)),
-        OpsRow(
-            "Failed or abandoned in the last hour",
-            str(failures),
-            "bad" if total and failures / total > 0.2 else "",
-        ),
         OpsRow("Submissions waiting for review", str(pending)),
         OpsRow(
             "Oldest waiting review",
@@ -154,4 +76,4 @@ def _grading_ops(now: dt.datetime) -> list[OpsRow]:
     ]
 
 
-register_ops_section("Grading and review", _grading_ops, order=10)
+register_ops_section("Review", _review_ops, order=11)

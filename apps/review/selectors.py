@@ -1,4 +1,5 @@
-"""Reads of the review app: the review queue, claims and the leaderboard."""
+"""Reads of the review app: the review queue, claims, a submission as a reviewer sees it and
+the leaderboard."""
 
 from __future__ import annotations
 
@@ -25,18 +26,11 @@ from django.db.models import (
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from apps.grading.models import GradingAttempt
+from apps.grading.selectors import grading_attempt_list, grading_review_requested_at
 from apps.jobs.models import Job
-from apps.review.models import GradingAttempt, GradingOutcome, ReviewClaim
+from apps.review.models import ReviewClaim
 from apps.submissions.models import Submission, SubmissionStatus
-
-
-def grading_job_get(*, job_id: str, for_update: bool = False) -> Job | None:
-    """The job with its submission in one query, or None. With `for_update` the submission's
-    row (only it: the job is changed by compare-and-set) is locked until the transaction ends."""
-    queryset = Job.objects.select_related("submission")
-    if for_update:
-        queryset = queryset.select_for_update(of=("submission",))
-    return queryset.filter(pk=job_id).first()
 
 
 def review_queue(*, now: datetime | None = None, limit: int = 100) -> QuerySet[Submission]:
@@ -130,29 +124,10 @@ def review_queue_stats() -> tuple[int, datetime | None]:
     return int(row["n"] or 0), row["oldest"]
 
 
-def grading_outcomes_since(*, since: datetime) -> dict[str, int]:
-    """Grading attempts that finished since `since`, counted by outcome (index
-    `review_attempt_finished`)."""
-    rows = (
-        GradingAttempt.objects.filter(finished_at__gte=since)
-        .values("outcome")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
-    return {row["outcome"]: int(row["n"]) for row in rows}
-
-
 def review_entered_at(*, submission_id: str) -> datetime | None:
     """When the submission last entered review_pending: the end of its grading attempt that
     sent it there."""
-    return (
-        GradingAttempt.objects.filter(
-            submission_id=submission_id, outcome=GradingOutcome.REVIEW_PENDING
-        )
-        .order_by("-finished_at")
-        .values_list("finished_at", flat=True)
-        .first()
-    )
+    return grading_review_requested_at(submission_id=submission_id)
 
 
 # Files a reviewer sees inline: text kinds up to this size; others by name, size and hash.
@@ -176,7 +151,7 @@ class ReviewDetail:
     submission: Submission
     files: list[ReviewFile]
     job: Job | None  # the latest job: its logs and error
-    attempts: list[Any]
+    attempts: list[GradingAttempt]
 
 
 def review_detail(*, submission_id: str) -> ReviewDetail:
@@ -203,5 +178,5 @@ def review_detail(*, submission_id: str) -> ReviewDetail:
                 text = None
         files.append(ReviewFile(file.filename, file.size, file.sha256, text))
     job = Job.objects.filter(submission=submission).order_by("-created_at", "-id").first()
-    attempts = list(GradingAttempt.objects.filter(submission=submission).order_by("number"))
+    attempts = grading_attempt_list(submission_id=submission.pk)
     return ReviewDetail(submission=submission, files=files, job=job, attempts=attempts)

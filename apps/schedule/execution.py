@@ -23,6 +23,7 @@ from django.utils import timezone
 from apps.core.exceptions import InvalidTransition
 from apps.core.logcontext import log_context
 from apps.core.models_utils import new_hex_id
+from apps.core.queue import PLAN_EXECUTE, enqueue
 from apps.schedule.metrics import (
     plan_attempt_recorded,
     plan_fired,
@@ -466,11 +467,9 @@ def _plan_record(*, plan: Plan, life: Life, outcome: Outcome, started: dt.dateti
 def plans_fire_due(*, owner: str, now: dt.datetime | None = None) -> list[ArmedPlan]:
     """One watcher pass without timers (the django-q2 fallback schedule): invalidate late
     plans, claim the plans already due and hand each to a worker now."""
-    from django_q.tasks import async_task
-
     now = now or timezone.now()
     plan_invalidate_late(now=now)
     armed = plan_claim(owner=owner, now=now, horizon=now)
     for item in armed:
-        async_task("apps.schedule.tasks.plan_execute", item.plan_id, item.token)
+        enqueue(PLAN_EXECUTE, item.plan_id, item.token)
     return armed

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from apps.core.cleanup import CleanupReport, register_cleanup
 from apps.core.health import register_health_check
+from apps.core.queue import PLANS_FIRE_DUE
 from apps.core.schedules import PeriodicTask, register_periodic_task
 from apps.core.selectors import heartbeat_get
 from apps.core.services import heartbeats_purge
@@ -54,7 +55,7 @@ register_health_check("watcher", watcher_health)
 register_periodic_task(
     PeriodicTask(
         name="yoyaku.schedule.watcher_pass",
-        func="apps.schedule.tasks.watcher_pass_periodic",
+        func=PLANS_FIRE_DUE,
         minutes=1,
     )
 )

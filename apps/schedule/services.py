@@ -22,7 +22,7 @@ from django.utils import timezone
 from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidTransition
 from apps.core.models_utils import new_hex_id
-from apps.core.queue import enqueue_on_commit
+from apps.core.queue import PLAN_EXECUTE, enqueue_on_commit
 from apps.quotas.services import quota_policy_lock
 from apps.schedule.booking import LifeSpec, life_spec_build, parse_time
 from apps.schedule.exceptions import (
@@ -455,7 +455,7 @@ def life_cancel(
                 fire = death.pk
         if fire is not None:
             # Lost with a refusing broker, the plan is fired again when the claim's lease ends.
-            enqueue_on_commit("apps.schedule.tasks.plan_execute", fire, token)
+            enqueue_on_commit(PLAN_EXECUTE, fire, token)
     life.refresh_from_db()
     return life
 

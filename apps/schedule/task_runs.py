@@ -12,15 +12,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.core.exceptions import PermissionDenied
-from apps.core.queue import enqueue_on_commit
+from apps.core.queue import TASK_RUN, enqueue_on_commit
 from apps.schedule.booking import contains_nul
 from apps.schedule.exceptions import InvalidSchedule, UnknownTopic
 from apps.schedule.models import ScheduleType, TaskRun
 from apps.schedule.targets import TargetRefused, route_name
 from apps.schedule.topics import Topic, topic_get, topic_names
-
-TASK_RUN_TASK = "apps.schedule.tasks.task_run"
-
 
 TASK_ROUTE = "schedule-task-create"  # the URL name of POST /api/schedule/tasks/
 
@@ -157,7 +154,7 @@ def task_run_create(
             run = TaskRun.objects.create(owner_id=user.pk, topic=topic, content=content, key=key)
             # Not robust: a refused enqueue fails the call (5xx), so the calling plan retries
             # with its webhook-id, and the replay below enqueues the still-pending run again.
-            enqueue_on_commit(TASK_RUN_TASK, run.pk, robust=False)
+            enqueue_on_commit(TASK_RUN, run.pk, robust=False)
     except IntegrityError:
         return _task_run_replay(TaskRun.objects.get(key=key))
     return TaskRunResult(run, created=True)
@@ -167,7 +164,7 @@ def _task_run_replay(run: TaskRun) -> TaskRunResult:
     """A repeated call (same key): the first TaskRun. One still pending is enqueued again, in
     case the first enqueue was lost; a duplicate delivery is a no-op (`task_run_execute`)."""
     if run.state == TaskRun.State.PENDING:
-        enqueue_on_commit(TASK_RUN_TASK, run.pk, robust=False)
+        enqueue_on_commit(TASK_RUN, run.pk, robust=False)
     return TaskRunResult(run, created=False)
 
 

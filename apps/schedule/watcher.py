@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
+from apps.core.queue import PLAN_EXECUTE, PLAN_EXECUTE_MANY, enqueue
 from apps.core.services import heartbeat_beat, heartbeat_forget
 from apps.schedule.execution import (
     ArmedPlan,
@@ -155,8 +156,6 @@ class PlanWatcher:
 
     # --- hand-off to workers ---------------------------------------------------------------
     def _dispatch_loop(self) -> None:
-        from django_q.tasks import async_task
-
         try:
             while not self.stop_event.is_set():
                 with self._handoff_cond:
@@ -169,9 +168,9 @@ class PlanWatcher:
                     chunk, batch = batch[: min(room, BATCH_SIZE)], batch[min(room, BATCH_SIZE) :]
                     try:
                         if len(chunk) == 1:
-                            async_task("apps.schedule.tasks.plan_execute", *chunk[0])
+                            enqueue(PLAN_EXECUTE, *chunk[0])
                         else:
-                            async_task("apps.schedule.tasks.plan_execute_many", chunk)
+                            enqueue(PLAN_EXECUTE_MANY, chunk)
                     except Exception:
                         logger.exception("could not hand plans %s to a worker", chunk)
                         self._give_back([plan_id for plan_id, _ in chunk])

@@ -7,6 +7,6 @@ class SubmissionsConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.submissions import (
-            cleanup,  # noqa: F401 - registers the `drafts` cleanup kind
             metrics,  # noqa: F401 - declares the app's metrics
+            registry,  # noqa: F401 - the `drafts` cleanup kind
         )

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.storage import Storage, storages
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from apps.core.cleanup import CleanupReport
@@ -483,3 +484,106 @@ def submission_drafts_cleanup(*, now: dt.datetime, dry_run: bool) -> CleanupRepo
         if names is not None:
             removed.append(f"{submission_id} ({len(names)} files)")
     return CleanupReport(kind="drafts", count=len(removed), items=removed)
+
+
+# --- Grading lease -----------------------------------------------------------------------------
+# The lease columns (`lease_token`, `lease_expires_at`, `attempts`) belong to the submission; the
+# grading app takes, renews, releases and ends a lease only through these functions. Each is one
+# compare-and-set UPDATE on (status, token), so a worker that lost its lease writes nothing.
+
+
+def submission_lease_take(
+    *, submission: Submission, token: str, expires_at: dt.datetime
+) -> Submission:
+    """pending → processing under a new lease (`token` until `expires_at`), attempts + 1.
+
+    Call it with the row locked; raises InvalidTransition when the row changed since it was read.
+    """
+    return submission_transition(
+        submission=submission,
+        to=SubmissionStatus.PROCESSING,
+        lease_token=token,
+        lease_expires_at=expires_at,
+        attempts=submission.attempts + 1,
+        status_reason="",
+    )
+
+
+def submission_lease_take_over(
+    *, submission_id: str, old_token: str, token: str, expires_at: dt.datetime
+) -> bool:
+    """Replace the expired lease `old_token` of a processing submission with a new one,
+    attempts + 1. False, writing nothing, when the row is not processing under `old_token`."""
+    return (
+        Submission.objects.filter(
+            pk=submission_id, status=SubmissionStatus.PROCESSING, lease_token=old_token
+        ).update(
+            lease_token=token,
+            lease_expires_at=expires_at,
+            attempts=F("attempts") + 1,
+            updated_at=timezone.now(),
+        )
+        == 1
+    )
+
+
+def submission_lease_renew(*, submission_id: str, token: str, expires_at: dt.datetime) -> bool:
+    """Push the expiry of the lease `token` to `expires_at` while it is still the submission's;
+    False once it is not (taken over, cancelled, result written)."""
+    return (
+        Submission.objects.filter(
+            pk=submission_id, status=SubmissionStatus.PROCESSING, lease_token=token
+        ).update(lease_expires_at=expires_at)
+        == 1
+    )
+
+
+def submission_lease_release(*, submission_id: str, token: str) -> bool:
+    """Give the lease `token` back unfinished (its worker is stopping): it expires now, so the
+    next delivery takes it over at once, and the attempt is not counted (attempts - 1). False,
+    writing nothing, when the lease is no longer the submission's."""
+    return (
+        Submission.objects.filter(
+            pk=submission_id,
+            status=SubmissionStatus.PROCESSING,
+            lease_token=token,
+            attempts__gt=0,
+        ).update(lease_expires_at=timezone.now(), attempts=F("attempts") - 1)
+        == 1
+    )
+
+
+def submission_lease_end(
+    *,
+    submission_id: str,
+    token: str,
+    to: SubmissionStatus,
+    score: float | None = None,
+    reason: str = "",
+) -> bool:
+    """Write a grading's result under the lease `token`: processing → `to` (completed,
+    review_pending or failed) with the score and reason, the lease cleared, in one
+    compare-and-set UPDATE. False, writing nothing, when the lease is no longer the
+    submission's (taken over after expiry, or cleared by a cancel)."""
+    return submission_transition_where(
+        submission_id=submission_id,
+        old=SubmissionStatus.PROCESSING,
+        to=to,
+        where={"lease_token": token},
+        score=score,
+        status_reason=reason,
+        lease_token="",
+        lease_expires_at=None,
+    )
+
+
+def submission_lease_exhausted(*, submission: Submission, reason: str) -> Submission:
+    """processing → failed with `reason` and the lease cleared: the last lease expired and no
+    attempt is left. Call it with the row locked (InvalidTransition if it changed)."""
+    return submission_transition(
+        submission=submission,
+        to=SubmissionStatus.FAILED,
+        status_reason=reason,
+        lease_token="",
+        lease_expires_at=None,
+    )

@@ -150,11 +150,11 @@ def grading(settings: Any) -> Iterator[Callable[[], None]]:
     (`grade_job`) and the default sandbox grader, while the client waits.
 
     Skips where bubblewrap cannot run, unless YOYAKU_REQUIRE_BUBBLEWRAP is set (CI)."""
+    from apps.grading.grader import grading_isolation
+    from apps.grading.tasks import grade_job
     from apps.jobs.models import Job
-    from apps.review.grader import grading_isolation
-    from apps.review.tasks import grade_job
 
-    settings.GRADER = "apps.review.grader.SandboxGrader"
+    settings.GRADER = "apps.grading.grader.SandboxGrader"
     settings.GRADING_TIMEOUT = 30
     isolation = grading_isolation()
     if isolation.isolation != "bubblewrap":

@@ -163,7 +163,7 @@ def test_one_request_id_follows_the_job_from_the_web_log_to_the_worker_log(
     worker = start_process(
         "worker",
         ["manage.py", "qcluster"],
-        child_env(LOG_FORMAT="json", GRADER="tests.review.graders.RecordingGrader"),
+        child_env(LOG_FORMAT="json", GRADER="tests.grading.graders.RecordingGrader"),
     )
     status, headers, body = request(
         port,

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.core.services import heartbeat_beat
-from apps.review.models import GradingAttempt, GradingOutcome
+from apps.grading.models import GradingAttempt, GradingOutcome
 from apps.schedule.models import Plan, PlanState
 from tests.review.factories import make_job, make_submission
 from tests.schedule.factories import book_point

@@ -15,9 +15,10 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps.core.queue import GRADE_JOB as GRADE_TASK
 from apps.core.queue import TaskEnqueue
 from apps.jobs.models import IdempotencyKey, Job, JobStatus
-from apps.jobs.services import GRADE_TASK, job_transition
+from apps.jobs.services import job_transition
 from apps.quotas.models import QuotaPolicy, Reservation
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
 from tests.brokers import unreachable_broker

@@ -13,9 +13,9 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.core.cleanup import cleanup_run
-from apps.core.schedules import periodic_tasks
+from apps.grading.models import GradingAttempt
 from apps.jobs.models import Job
-from apps.review.models import GradingAttempt, ReviewClaim, ReviewRecord
+from apps.review.models import ReviewClaim, ReviewRecord
 from apps.review.services import review_claim, review_complete
 from apps.submissions.models import SubmissionStatus
 from tests.review.factories import make_graded_submission, make_job, make_submission
@@ -33,7 +33,7 @@ def admin_client(staff_user: User) -> Client:
 def test_admin_pages_render(
     admin_client: Client, user: User, reviewer: User, grader_log: Any
 ) -> None:
-    from apps.review.tasks import grade_job
+    from apps.grading.tasks import grade_job
 
     submission = make_submission(user)
     grade_job(make_job(submission, config={"outcome": "review_pending"}).pk)
@@ -42,8 +42,13 @@ def test_admin_pages_render(
     other = make_submission(user, status=SubmissionStatus.REVIEW_PENDING, question_id="x")
     review_claim(user=reviewer, submission_id=other.pk)
 
-    for model in ("submissionunderreview", "reviewclaim", "reviewrecord", "gradingattempt"):
-        url = f"/admin/review/{model}/"
+    for app, model in (
+        ("review", "submissionunderreview"),
+        ("review", "reviewclaim"),
+        ("review", "reviewrecord"),
+        ("grading", "gradingattempt"),
+    ):
+        url = f"/admin/{app}/{model}/"
         assert admin_client.get(url).status_code == HTTPStatus.OK, url
         assert admin_client.get(url, {"q": "alice"}).status_code == HTTPStatus.OK, url
     detail = f"/admin/review/submissionunderreview/{submission.pk}/change/"
@@ -114,21 +119,9 @@ def test_cleanup_command_accepts_claims(capsys: Any) -> None:
     assert "claims" in capsys.readouterr().out
 
 
-def test_reaper_is_a_periodic_task() -> None:
-    names = {task.name: task.func for task in periodic_tasks()}
-    assert names["yoyaku.grading.reap_expired_leases"] == "apps.review.tasks.reap_expired_leases"
-
-
 def test_reviewer_permission_exists() -> None:
     from django.contrib.auth.models import Permission
 
     assert Permission.objects.filter(
         content_type__app_label="review", codename="can_review"
     ).exists()
-
-
-def test_periodic_reaper_task_runs(user: User) -> None:
-    from apps.review.tasks import reap_expired_leases
-
-    make_submission(user)
-    assert reap_expired_leases() == []

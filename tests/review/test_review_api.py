@@ -380,8 +380,8 @@ def test_schema_documents_every_error_status(api_client: APIClient) -> None:
 def test_a_reviewer_reads_the_files_output_and_attempts_before_a_verdict(
     user: Any, reviewer_client: Any, client_for: Any
 ) -> None:
+    from apps.grading.models import GradingAttempt
     from apps.jobs.models import Job
-    from apps.review.models import GradingAttempt
     from tests.review.factories import make_job, make_submission
 
     submission = make_submission(

@@ -165,11 +165,11 @@ def test_oversized_pax_and_long_link_headers_are_refused(tmp_path: Path, kind: b
 def test_the_grader_refuses_the_same_bomb(user: Any, tmp_path: Path, settings: Any) -> None:
     """The grader unpacks with the same rules: an archive stored before the rule (or put in
     storage by other means) fails its grading without reading the declared name."""
-    from apps.review.tasks import grade_job
+    from apps.grading.tasks import grade_job
     from apps.submissions.models import SubmissionStatus
     from tests.review.factories import make_job, make_submission
 
-    settings.GRADER = "apps.review.grader.SandboxGrader"
+    settings.GRADER = "apps.grading.grader.SandboxGrader"
     settings.GRADING_ALLOW_UNSANDBOXED = True
     bomb = tmp_path / "bomb.tar.gz"
     long_name_bomb(bomb, 8 * 1024 * 1024)

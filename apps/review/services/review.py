@@ -14,8 +14,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidRequest, InvalidTransition
 from apps.core.logcontext import current_request_id
+from apps.grading.services import grading_enqueue
 from apps.jobs.models import Job, JobStatus
 from apps.review.exceptions import (
     AlreadyClaimed,
@@ -28,7 +30,6 @@ from apps.review.exceptions import (
 from apps.review.metrics import review_claim_conflict, review_verdict
 from apps.review.models import ReviewClaim, ReviewRecord, ReviewVerdict
 from apps.review.selectors import review_entered_at
-from apps.review.services.grading import grading_enqueue
 from apps.submissions.models import SUBMISSION_TRANSITIONS, Submission, SubmissionStatus
 from apps.submissions.selectors import submission_get
 from apps.submissions.services import submission_transition
@@ -188,6 +189,22 @@ def review_claim_expire(*, submission_id: str) -> bool:
         )
         > 0
     )
+
+
+def review_claims_purge(*, now: datetime, dry_run: bool = False) -> CleanupReport:
+    """Cleanup kind `claims`: delete claims that expired or whose submission left review.
+
+    Expiry is already in force at query time, so this only tidies. The DELETE repeats the
+    condition, so a claim renewed meanwhile is kept. `dry_run` lists and deletes nothing.
+    """
+    stale = Q(expires_at__lte=now) | ~Q(submission__status=SubmissionStatus.REVIEW_PENDING)
+    items = [
+        str(pk) for pk in ReviewClaim.objects.filter(stale).values_list("submission_id", flat=True)
+    ]
+    if dry_run:
+        return CleanupReport(kind="claims", count=len(items), items=items)
+    removed, _ = ReviewClaim.objects.filter(stale, submission_id__in=items).delete()
+    return CleanupReport(kind="claims", count=removed, items=items)
 
 
 def review_complete(

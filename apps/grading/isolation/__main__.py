@@ -1,8 +1,8 @@
-"""`python -m apps.review.isolation probe|run`: what this host can isolate, and one program run
+"""`python -m apps.grading.isolation probe|run`: what this host can isolate, and one program run
 exactly as a worker would run it (no Django needed).
 
-    python -m apps.review.isolation probe [--python /usr/bin/python3]
-    python -m apps.review.isolation run --files DIR [--python P] [--isolation bubblewrap]
+    python -m apps.grading.isolation probe [--python /usr/bin/python3]
+    python -m apps.grading.isolation run --files DIR [--python P] [--isolation bubblewrap]
         [--limits '{"wall_seconds": 10, ...}'] -- main.py config.yaml
 
 Both print one JSON object.
@@ -17,10 +17,10 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from apps.review.isolation.limits import Limits
-from apps.review.isolation.probe import isolation_probe
-from apps.review.isolation.run import BUBBLEWRAP, run_program
-from apps.review.isolation.scratch import input_folder, input_folder_hand_over
+from apps.grading.isolation.limits import Limits
+from apps.grading.isolation.probe import isolation_probe
+from apps.grading.isolation.run import BUBBLEWRAP, run_program
+from apps.grading.isolation.scratch import input_folder, input_folder_hand_over
 
 DEFAULT_LIMITS = Limits(
     wall_seconds=60,
@@ -33,7 +33,7 @@ DEFAULT_LIMITS = Limits(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m apps.review.isolation")
+    parser = argparse.ArgumentParser(prog="python -m apps.grading.isolation")
     parser.add_argument("command", choices=["probe", "run"])
     parser.add_argument("--python", default="/usr/bin/python3")
     parser.add_argument("--readonly", action="append", default=[], help="extra read-only folder")

@@ -1,4 +1,5 @@
-"""Registers the cleanup kind `drafts` (imported from `SubmissionsConfig.ready`)."""
+"""Registrations of the submissions app (imported from `SubmissionsConfig.ready()`): the
+cleanup kind `drafts`."""
 
 from __future__ import annotations
 

@@ -11,22 +11,22 @@ import time_machine
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from apps.jobs.models import Job, JobStatus
-from apps.jobs.services import job_transition
-from apps.review.grader import GradingResult
-from apps.review.models import GradingAttempt, GradingOutcome
-from apps.review.services import (
+from apps.grading.grader import GradingResult
+from apps.grading.models import GradingAttempt, GradingOutcome
+from apps.grading.services import (
     grading_lease_acquire,
+    grading_lease_seconds,
     grading_reap_expired,
     grading_result_record,
 )
-from apps.review.services.grading import grading_lease_seconds
-from apps.review.tasks import grade_job
+from apps.grading.tasks import grade_job
+from apps.jobs.models import Job, JobStatus
+from apps.jobs.services import job_transition
 from apps.submissions.models import Submission, SubmissionStatus
 from apps.submissions.services import submission_transition
 from tests.concurrency import run_concurrently
+from tests.grading.graders import invocations
 from tests.review.factories import make_job, make_submission
-from tests.review.graders import invocations
 
 pytestmark = pytest.mark.django_db
 
@@ -83,7 +83,7 @@ def test_review_pending_result_completes_the_job(user: User, grader_log: Path) -
 
 
 def test_failed_result_fails_submission_and_job_with_reason(user: User, settings: Any) -> None:
-    settings.GRADER = "tests.review.graders.RaisingGrader"
+    settings.GRADER = "tests.grading.graders.RaisingGrader"
     submission = make_submission(user)
     job = make_job(submission)
 
@@ -384,3 +384,10 @@ def test_a_live_worker_keeps_its_lease_past_the_lease_length(
     assert outcome == ["completed"]
     assert len(invocations(grader_log)) == 1
     assert _fresh(submission).attempts == 1
+
+
+def test_periodic_reaper_task_runs(user: User) -> None:
+    from apps.grading.tasks import reap_expired_leases
+
+    make_submission(user)
+    assert reap_expired_leases() == []

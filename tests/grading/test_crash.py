@@ -16,12 +16,12 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 
+from apps.grading.models import GradingAttempt, GradingOutcome
 from apps.jobs.models import Job, JobStatus
-from apps.review.models import GradingAttempt, GradingOutcome
 from apps.submissions.models import Submission, SubmissionStatus
+from tests.grading.sandboxes import processes_with_argument
 from tests.processes import database_url
 from tests.review.factories import make_job, make_submission
-from tests.review.sandboxes import processes_with_argument
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,7 +96,7 @@ def test_cluster_killed_mid_grade_completes_exactly_once_after_lease(
     # an unacknowledged task 11 s after it handed it out.
     timings = {"GRADING_TIMEOUT": "4", "Q_TIMEOUT": "6", "Q_RETRY": "11"}
     first = start_cluster("first", **timings)
-    async_task("apps.review.tasks.grade_job", job.pk, broker=ORM(list_key="yoyaku"))
+    async_task("apps.grading.tasks.grade_job", job.pk, broker=ORM(list_key="yoyaku"))
 
     def graded_once_started() -> bool:
         row = Submission.objects.get(pk=submission.pk)

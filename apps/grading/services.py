@@ -26,24 +26,29 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connection, connections, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from apps.core.exceptions import InvalidTransition
 from apps.core.logcontext import log_bind, log_context
-from apps.core.queue import enqueue_on_commit
+from apps.core.queue import GRADE_JOB, enqueue_on_commit
+from apps.grading.grader import GradingFile, GradingRequest, GradingResult, grader_get
+from apps.grading.metrics import grading_attempt_started, grading_ended, grading_skipped
+from apps.grading.models import GradingAttempt, GradingOutcome
+from apps.grading.selectors import grading_job_get, grading_reapable_job_ids
 from apps.jobs.models import ACTIVE_JOB_STATUSES, FINISHED_JOB_STATUSES, Job, JobStatus
 from apps.jobs.services import job_finish, job_logs_progress, job_transition
-from apps.review.grader import GradingFile, GradingRequest, GradingResult, grader_get
-from apps.review.metrics import grading_attempt_started, grading_ended, grading_skipped
-from apps.review.models import GradingAttempt, GradingOutcome
-from apps.review.selectors import grading_job_get
-from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
-from apps.submissions.services import submission_transition, submission_transition_where
+from apps.submissions.models import SubmissionStatus
+from apps.submissions.selectors import submission_file_list
+from apps.submissions.services import (
+    submission_lease_end,
+    submission_lease_exhausted,
+    submission_lease_renew,
+    submission_lease_take,
+    submission_lease_take_over,
+)
 
 logger = logging.getLogger(__name__)
 
-GRADE_TASK = "apps.review.tasks.grade_job"
 # At most this many re-deliveries of each kind per reaper run (once a minute), so a long backlog
 # of queued jobs is not flooded with duplicates.
 REAP_BATCH = 200
@@ -147,40 +152,22 @@ def grading_lease_acquire(*, job_id: str) -> Lease | None:
                     f"(GRADING_MAX_ATTEMPTS={max_attempts}); the last worker stopped "
                     "without a result."
                 )
-                submission_transition(
-                    submission=submission,
-                    to=SubmissionStatus.FAILED,
-                    status_reason=reason,
-                    lease_token="",
-                    lease_expires_at=None,
-                )
+                submission_lease_exhausted(submission=submission, reason=reason)
                 _finish_job(job=job, to=JobStatus.FAILED, error=reason)
                 logger.warning("grading: submission %s failed: %s", submission.pk, reason)
                 transaction.on_commit(functools.partial(grading_ended, outcome="exhausted"))
                 return None
-            taken = Submission.objects.filter(
-                pk=submission.pk,
-                status=SubmissionStatus.PROCESSING,
-                lease_token=submission.lease_token,
-            ).update(
-                lease_token=token,
-                lease_expires_at=expires_at,
-                attempts=F("attempts") + 1,
-                updated_at=now,
-            )
-            if taken != 1:
+            if not submission_lease_take_over(
+                submission_id=submission.pk,
+                old_token=submission.lease_token,
+                token=token,
+                expires_at=expires_at,
+            ):
                 return None
             logger.info("grading: took over the expired lease of submission %s", submission.pk)
             takeover = True
         else:
-            submission_transition(
-                submission=submission,
-                to=SubmissionStatus.PROCESSING,
-                lease_token=token,
-                lease_expires_at=expires_at,
-                attempts=submission.attempts + 1,
-                status_reason="",
-            )
+            submission_lease_take(submission=submission, token=token, expires_at=expires_at)
             takeover = False
         attempt = (
             submission.attempts + 1
@@ -207,9 +194,7 @@ def grading_lease_acquire(*, job_id: str) -> Lease | None:
         )
         files = tuple(
             GradingFile(filename=f.filename, storage_name=f.storage_name)
-            for f in SubmissionFile.objects.filter(submission=submission).order_by(
-                "uploaded_at", "id"
-            )
+            for f in submission_file_list(submission=submission)
         )
     request = GradingRequest(
         submission_id=submission.pk,
@@ -242,15 +227,12 @@ def grading_result_record(*, lease: Lease, result: GradingResult) -> bool:
     target = SubmissionStatus(result.outcome)
     with transaction.atomic():
         # The compare-and-set on the lease writes the result in the same UPDATE.
-        held = submission_transition_where(
+        held = submission_lease_end(
             submission_id=lease.submission_id,
-            old=SubmissionStatus.PROCESSING,
+            token=lease.token,
             to=target,
-            where={"lease_token": lease.token},
             score=result.score,
-            status_reason=result.reason,
-            lease_token="",
-            lease_expires_at=None,
+            reason=result.reason,
         )
         if not held:
             GradingAttempt.objects.filter(lease_token=lease.token).update(
@@ -291,10 +273,9 @@ def grading_lease_renew(*, lease: Lease) -> bool:
     """Push the lease's expiry to now + the lease length while it is still ours (conditional
     UPDATE on the token); False once it is not (taken over, cancelled, result written)."""
     expires_at = timezone.now() + timedelta(seconds=grading_lease_seconds())
-    renewed = Submission.objects.filter(
-        pk=lease.submission_id, status=SubmissionStatus.PROCESSING, lease_token=lease.token
-    ).update(lease_expires_at=expires_at)
-    return renewed == 1
+    return submission_lease_renew(
+        submission_id=lease.submission_id, token=lease.token, expires_at=expires_at
+    )
 
 
 class _LeaseKeeper(threading.Thread):
@@ -393,7 +374,7 @@ def _grading_run(*, job_id: str) -> str:
 
 def grading_enqueue(*, job_id: str) -> None:
     """Hand the job to a grading worker once the current transaction commits."""
-    enqueue_on_commit(GRADE_TASK, job_id)
+    enqueue_on_commit(GRADE_JOB, job_id)
 
 
 def grading_reap_expired(*, now: datetime | None = None) -> list[str]:
@@ -407,33 +388,9 @@ def grading_reap_expired(*, now: datetime | None = None) -> list[str]:
     """
     moment = now or timezone.now()
     retry = float(settings.Q_CLUSTER.get("retry", 60))
-    expired = (
-        Submission.objects.filter(status=SubmissionStatus.PROCESSING, lease_expires_at__lte=moment)
-        .order_by("lease_expires_at")
-        .values_list("pk", flat=True)[:REAP_BATCH]
-    )
-    stale_pending = (
-        Submission.objects.filter(
-            status=SubmissionStatus.PENDING,
-            jobs__status=JobStatus.QUEUED,
-            jobs__created_at__lte=moment - timedelta(seconds=retry),
-        )
-        .order_by("created_at")
-        .values_list("pk", flat=True)[:REAP_BATCH]
-    )
-    job_ids: list[str] = []
-    with transaction.atomic():
-        for submission_id in dict.fromkeys([*expired, *stale_pending]):
-            job_id = (
-                Job.objects.filter(submission_id=submission_id, status__in=ACTIVE_JOB_STATUSES)
-                .order_by("-created_at")
-                .values_list("pk", flat=True)
-                .first()
-            )
-            if job_id is None:
-                continue
-            job_ids.append(job_id)
-            grading_enqueue(job_id=job_id)
+    job_ids = grading_reapable_job_ids(now=moment, retry_seconds=retry, limit=REAP_BATCH)
+    for job_id in job_ids:
+        grading_enqueue(job_id=job_id)
     if job_ids:
         logger.info("grading: re-enqueued %d job(s): %s", len(job_ids), ", ".join(job_ids))
     return job_ids

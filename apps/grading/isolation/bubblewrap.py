@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from apps.review.isolation.limits import MAX_METRICS_BYTES, PYTHON_FLAGS, Limits
+from apps.grading.isolation.limits import MAX_METRICS_BYTES, PYTHON_FLAGS, Limits
 
 # Inside-the-sandbox layout.
 INPUT_DIR = "/input"

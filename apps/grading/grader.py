@@ -4,7 +4,7 @@ A grader is any class with `grade(request) -> GradingResult` (the `Grader` proto
 `GRADER` setting names the one to use by dotted path, so a container or microVM grader can be
 plugged in. The worker calls it outside any database transaction and with no lock held.
 
-`SandboxGrader`, the default, runs the program in a bubblewrap sandbox (`apps.review.isolation`)
+`SandboxGrader`, the default, runs the program in a bubblewrap sandbox (`apps.grading.isolation`)
 with `GRADING_PYTHON`, never the platform's interpreter. Calling convention (SPEC §5):
 `python -E -s <entrypoint> <config_file>` in a scratch copy of the submission's files (archives
 unpacked there), where the program writes `metrics.json`: `{"score": number, "needs_review":
@@ -32,7 +32,7 @@ from django.core.files.storage import default_storage
 from django.utils.module_loading import import_string
 
 from apps.core.archives import ArchiveError, Budget, archive_kind, member_target, unpack_archive
-from apps.review.isolation import (
+from apps.grading.isolation import (
     BUBBLEWRAP,
     NONE,
     Limits,
@@ -351,7 +351,7 @@ def scratch_prepare(files: tuple[GradingFile, ...], root: Path) -> None:
 
 class SandboxGrader:
     """The default grader: the program in a bubblewrap sandbox under the limits of
-    `grading_limits()` (see the module docstring and `apps.review.isolation`)."""
+    `grading_limits()` (see the module docstring and `apps.grading.isolation`)."""
 
     name = "sandbox"
 

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from apps.review.isolation.run import NONE, sandbox_host_uid
+from apps.grading.isolation.run import NONE, sandbox_host_uid
 
 
 @contextlib.contextmanager

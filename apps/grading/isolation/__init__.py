@@ -2,26 +2,26 @@
 nothing beyond its own scratch folder.
 
 A package of its own with no Django import: it takes paths, limits and argv and returns an
-`Outcome`. `apps.review.grader` decides what an outcome means for a submission.
+`Outcome`. `apps.grading.grader` decides what an outcome means for a submission.
 
     probe = isolation_probe("/usr/bin/python3")          # bubblewrap, or none + reason
     outcome = run_program(isolation=probe.isolation, bwrap=probe.bwrap, input_dir=folder,
                           program=["main.py", "config.yaml"], limits=limits,
                           python="/usr/bin/python3")
 
-`python -m apps.review.isolation` prints what this host can do.
+`python -m apps.grading.isolation` prints what this host can do.
 """
 
-from apps.review.isolation.limits import MAX_METRICS_BYTES, Limits
-from apps.review.isolation.probe import Probe, interpreter_problem, isolation_probe
-from apps.review.isolation.run import (
+from apps.grading.isolation.limits import MAX_METRICS_BYTES, Limits
+from apps.grading.isolation.probe import Probe, interpreter_problem, isolation_probe
+from apps.grading.isolation.run import (
     BUBBLEWRAP,
     NONE,
     Outcome,
     run_program,
     sandbox_host_uid,
 )
-from apps.review.isolation.scratch import input_folder, input_folder_hand_over
+from apps.grading.isolation.scratch import input_folder, input_folder_hand_over
 
 __all__ = [
     "BUBBLEWRAP",

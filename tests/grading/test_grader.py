@@ -14,13 +14,13 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 
+from apps.grading.isolation import sandbox_host_uid
+from apps.grading.isolation.bubblewrap import SANDBOX_PATH, WORK_DIR
+from apps.grading.tasks import grade_job
 from apps.jobs.models import Job, JobStatus
-from apps.review.isolation import sandbox_host_uid
-from apps.review.isolation.bubblewrap import SANDBOX_PATH, WORK_DIR
-from apps.review.tasks import grade_job
 from apps.submissions.models import Submission, SubmissionStatus
+from tests.grading.sandboxes import processes_with_argument
 from tests.review.factories import make_job, make_submission, tar_gz_bytes, zip_bytes
-from tests.review.sandboxes import processes_with_argument
 
 pytestmark = pytest.mark.django_db
 

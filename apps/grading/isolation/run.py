@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from apps.review.isolation.bubblewrap import InputFile, bwrap_argv, runner_argv, sandbox_env
-from apps.review.isolation.limits import (
+from apps.grading.isolation.bubblewrap import InputFile, bwrap_argv, runner_argv, sandbox_env
+from apps.grading.isolation.limits import (
     MAX_METRICS_BYTES,
     OUTPUT_KILL_FACTOR,
     PYTHON_FLAGS,

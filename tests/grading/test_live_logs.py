@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.db import connections
 from rest_framework.test import APIClient
 
-from apps.review.tasks import grade_job
+from apps.grading.tasks import grade_job
 from tests.review.factories import make_job, make_submission
 
 pytestmark = pytest.mark.django_db(transaction=True)

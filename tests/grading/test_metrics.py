@@ -14,8 +14,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.core.queue import task_broker
+from apps.grading.services import grading_run
 from apps.jobs.models import Job, JobStatus
-from apps.review.services import grading_run
 from apps.submissions.models import Submission, SubmissionStatus
 from tests.metrics import deltas, scrape
 from tests.processes import Start, child_env, stop, wait_for
@@ -59,7 +59,7 @@ def test_a_real_worker_s_gradings_queue_and_review_are_counted(
     worker = start_process(
         "qcluster",
         ["manage.py", "qcluster"],
-        child_env(GRADER="tests.review.graders.RecordingGrader"),
+        child_env(GRADER="tests.grading.graders.RecordingGrader"),
     )
     wait_for(
         lambda: (
@@ -119,7 +119,7 @@ def test_a_real_worker_s_gradings_queue_and_review_are_counted(
 def test_an_expired_lease_taken_over_and_exhausted_attempts_are_counted(
     user: User, settings: Any
 ) -> None:
-    settings.GRADER = "tests.review.graders.RecordingGrader"
+    settings.GRADER = "tests.grading.graders.RecordingGrader"
     settings.GRADING_MAX_ATTEMPTS = 2
     expired = timezone.now() - dt.timedelta(seconds=5)
     taken = make_submission(

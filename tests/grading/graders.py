@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from apps.review.grader import GradingRequest, GradingResult
+from apps.grading.grader import GradingRequest, GradingResult
 
 
 def invocations(path: Path) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from apps.review.services.grading import grading_reap_expired, grading_run
+from apps.grading.services import grading_reap_expired, grading_run
 
 
 def grade_job(job_id: str) -> str:

@@ -26,17 +26,17 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
 
+from apps.grading.tasks import grade_job
 from apps.jobs.models import Job
-from apps.review.tasks import grade_job
 from apps.submissions.models import Submission, SubmissionStatus
 from tests.concurrency import run_concurrently
-from tests.review.factories import make_job, make_submission
-from tests.review.sandboxes import (
+from tests.grading.sandboxes import (
     pid_namespace,
     processes_with_argument,
     real_effective_saved_uids,
     sandbox_processes,
 )
+from tests.review.factories import make_job, make_submission
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -89,7 +89,7 @@ def _grade_as_root_worker(user: User, program: str, config: dict[str, Any]) -> t
 
 def _grade_as_unprivileged_worker(program: str, config: dict[str, Any]) -> tuple[str, str]:
     """The same sandbox run by a worker whose uid is not root: the isolation package's own
-    command (`python -m apps.review.isolation run`), as that uid, with the system Python."""
+    command (`python -m apps.grading.isolation run`), as that uid, with the system Python."""
     files = Path(tempfile.mkdtemp(prefix="yoyaku-test-files-"))
     try:
         (files / "main.py").write_text(REPORT + textwrap.dedent(program))
@@ -108,7 +108,7 @@ def _grade_as_unprivileged_worker(program: str, config: dict[str, Any]) -> tuple
             [
                 "/usr/bin/python3",
                 "-m",
-                "apps.review.isolation",
+                "apps.grading.isolation",
                 "run",
                 f"--files={files}",
                 f"--limits={json.dumps(limits)}",
@@ -569,7 +569,7 @@ def test_sandbox_pid_namespace_is_not_the_workers(user: User) -> None:
 def test_the_isolation_package_imports_no_django() -> None:
     """It takes paths, limits and argv: testable and usable without the platform."""
     code = (
-        "import sys, apps.review.isolation, apps.review.isolation.__main__; "
+        "import sys, apps.grading.isolation, apps.grading.isolation.__main__; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'config')))"
     )
     run = subprocess.run(

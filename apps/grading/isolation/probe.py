@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from apps.review.isolation.bubblewrap import bwrap_path
-from apps.review.isolation.limits import Limits
-from apps.review.isolation.run import BUBBLEWRAP, NONE, run_program
-from apps.review.isolation.scratch import input_folder, input_folder_hand_over
+from apps.grading.isolation.bubblewrap import bwrap_path
+from apps.grading.isolation.limits import Limits
+from apps.grading.isolation.run import BUBBLEWRAP, NONE, run_program
+from apps.grading.isolation.scratch import input_folder, input_folder_hand_over
 
 _PROBE_PROGRAM = "open('metrics.json', 'w').write('{\"score\": 1}')\n"
 _PROBE_LIMITS = Limits(
