@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 
+from apps.core.validation import contains_nul
 from apps.schedule.exceptions import InvalidSchedule
 from apps.schedule.models import ScheduleType
 from apps.schedule.targets import TargetRefused, check_action_path
@@ -88,16 +89,6 @@ def parse_time(value: Any) -> dt.datetime:
     if parsed.tzinfo is None:
         raise ValueError("an ISO 8601 time needs an offset (or use 'YYYY-MM-DD HH:MM:SS')")
     return parsed
-
-
-def contains_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(contains_nul(k) or contains_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(contains_nul(item) for item in value)
-    return False
 
 
 def normalize_action(action: dict[str, Any], errors: list[str]) -> dict[str, Any]:

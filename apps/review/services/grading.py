@@ -36,7 +36,7 @@ from apps.jobs.models import ACTIVE_JOB_STATUSES, FINISHED_JOB_STATUSES, Job, Jo
 from apps.jobs.services import job_finish, job_logs_progress, job_transition
 from apps.review.grader import GradingFile, GradingRequest, GradingResult, grader_get
 from apps.review.metrics import grading_attempt_started, grading_ended, grading_skipped
-from apps.review.models import GradingAttempt, GradingOutcome
+from apps.review.models import GRADING_ATTEMPT_TRANSITIONS, GradingAttempt, GradingOutcome
 from apps.review.selectors import grading_job_get
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
 from apps.submissions.services import submission_transition, submission_transition_where
@@ -132,12 +132,12 @@ def grading_lease_acquire(*, job_id: str) -> Lease | None:
                 )
                 grading_skipped(reason="live_lease")
                 return None
-            GradingAttempt.objects.filter(
-                submission=submission,
-                lease_token=submission.lease_token,
-                outcome=GradingOutcome.RUNNING,
-            ).update(
-                outcome=GradingOutcome.ABANDONED,
+            GRADING_ATTEMPT_TRANSITIONS.move(
+                GradingAttempt.objects.filter(
+                    submission=submission, lease_token=submission.lease_token
+                ),
+                old=GradingOutcome.RUNNING,
+                to=GradingOutcome.ABANDONED,
                 finished_at=now,
                 reason="The worker's lease expired before it wrote a result.",
             )
@@ -253,8 +253,10 @@ def grading_result_record(*, lease: Lease, result: GradingResult) -> bool:
             lease_expires_at=None,
         )
         if not held:
-            GradingAttempt.objects.filter(lease_token=lease.token).update(
-                outcome=GradingOutcome.LEASE_LOST,
+            GRADING_ATTEMPT_TRANSITIONS.move(
+                GradingAttempt.objects.filter(lease_token=lease.token),
+                old=(GradingOutcome.RUNNING, GradingOutcome.ABANDONED),
+                to=GradingOutcome.LEASE_LOST,
                 finished_at=now,
                 exit_code=result.exit_code,
                 score=result.score,
@@ -276,8 +278,10 @@ def grading_result_record(*, lease: Lease, result: GradingResult) -> bool:
             )
         if not finished:
             logger.info("grading: job %s changed under us; left as it is", lease.job_id)
-        GradingAttempt.objects.filter(lease_token=lease.token).update(
-            outcome=target.value,
+        GRADING_ATTEMPT_TRANSITIONS.move(
+            GradingAttempt.objects.filter(lease_token=lease.token),
+            old=GradingOutcome.RUNNING,
+            to=target.value,
             finished_at=now,
             exit_code=result.exit_code,
             score=result.score,

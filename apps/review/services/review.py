@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from apps.core.exceptions import InvalidRequest, InvalidTransition
 from apps.core.logcontext import current_request_id
+from apps.core.validation import contains_nul
 from apps.jobs.models import Job, JobStatus
 from apps.review.exceptions import (
     AlreadyClaimed,
@@ -212,7 +213,7 @@ def review_complete(
         raise InvalidRequest(fields={"verdict": ["Must be approve or reject."]})
     if score is not None and not math.isfinite(score):
         raise InvalidRequest(fields={"score": ["Must be a finite number."]})
-    if "\x00" in comment or len(comment) > MAX_COMMENT_LENGTH:
+    if contains_nul(comment) or len(comment) > MAX_COMMENT_LENGTH:
         raise InvalidRequest(
             fields={"comment": [f"At most {MAX_COMMENT_LENGTH} characters, no NUL."]}
         )
