@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 NUL = "\x00"
+NUL_MESSAGE = "NUL characters are not allowed."
 
 
 def contains_nul(value: Any) -> bool:

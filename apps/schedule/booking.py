@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 
-from apps.core.validation import contains_nul
+from apps.core.validation import NUL_MESSAGE, contains_nul
 from apps.schedule.exceptions import InvalidSchedule
 from apps.schedule.models import ScheduleType
 from apps.schedule.targets import TargetRefused, check_action_path
@@ -101,7 +101,7 @@ def normalize_action(action: dict[str, Any], errors: list[str]) -> dict[str, Any
     normalized.setdefault("body", None)
     path = str(normalized["path"])
     if contains_nul(normalized):
-        errors.append("NUL characters are not allowed.")
+        errors.append(NUL_MESSAGE)
     limit = float(settings.SCHEDULE_ACTION_MAX_SECONDS)
     for name in ("connect_timeout", "request_timeout"):
         value = normalized.get(name)

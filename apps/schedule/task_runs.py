@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from apps.core.exceptions import PermissionDenied
 from apps.core.queue import enqueue_on_commit
-from apps.core.validation import contains_nul
+from apps.core.validation import NUL_MESSAGE, contains_nul
 from apps.schedule.exceptions import InvalidSchedule, UnknownTopic
 from apps.schedule.models import TASK_RUN_TRANSITIONS, ScheduleType, TaskRun
 from apps.schedule.targets import TargetRefused, route_name
@@ -53,7 +53,7 @@ def topic_call_check(*, user: AbstractBaseUser, topic: str, content: dict[str, A
         raise PermissionDenied(f"You may not call the topic {topic!r}.")
     errors = spec.validate(content)
     if contains_nul(content):
-        errors = {**errors, "content": ["NUL characters are not allowed."]}
+        errors = {**errors, "content": [NUL_MESSAGE]}
     if errors:
         details = "; ".join(f"{name}: {msgs[0]}" for name, msgs in errors.items())
         raise UnknownTopic(f"Invalid content for {topic!r}: {details}", fields=errors)

@@ -28,7 +28,7 @@ from django.utils import timezone
 from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidRequest, NotFound
 from apps.core.models_utils import new_hex_id
-from apps.core.validation import contains_nul
+from apps.core.validation import NUL_MESSAGE, contains_nul
 from apps.quotas.selectors import storage_status
 from apps.quotas.services import storage_admit, storage_quota_error
 from apps.submissions.exceptions import (
@@ -342,7 +342,7 @@ def submission_create(
         if problem:
             fields[field_name] = [problem]
     if contains_nul(metadata):
-        fields["metadata"] = ["Text cannot contain NUL characters."]
+        fields["metadata"] = [NUL_MESSAGE]
     if fields:
         raise InvalidRequest("; ".join(f"{k}: {v[0]}" for k, v in fields.items()), fields=fields)
 
