@@ -12,7 +12,16 @@ from django.utils import timezone
 
 from apps.core.exceptions import InvalidTransition
 from apps.schedule.execution import plan_claim, plan_claims_release, plans_start
-from apps.schedule.models import PLAN_TRANSITIONS, Life, LifeState, Plan, PlanKind, PlanState
+from apps.schedule.models import (
+    PLAN_TRANSITIONS,
+    TASK_RUN_TRANSITIONS,
+    Life,
+    LifeState,
+    Plan,
+    PlanKind,
+    PlanState,
+    TaskRun,
+)
 from apps.schedule.services import (
     lease_seconds,
     life_cancel,
@@ -20,6 +29,7 @@ from apps.schedule.services import (
     plan_set_state,
     plans_set_state,
 )
+from apps.schedule.task_runs import task_run_execute
 from tests.concurrency import run_concurrently
 from tests.schedule.factories import book_point, book_term
 
@@ -172,3 +182,21 @@ def test_racing_deliveries_of_one_arming_start_the_plan_once(user: User) -> None
     assert all(o.ok for o in outcomes), [o.error for o in outcomes]
     assert sum(len(o.value) for o in outcomes) == 1
     assert Plan.objects.get(pk=plan.pk).state == P.RUNNING
+
+
+@pytest.mark.django_db
+def test_a_task_run_ends_once_through_its_table(user: User) -> None:
+    unknown = TaskRun.objects.create(owner=user, topic="no.such.topic", content={})
+
+    first = task_run_execute(task_run_id=unknown.pk)
+    again = task_run_execute(task_run_id=unknown.pk)
+    with pytest.raises(InvalidTransition):
+        TASK_RUN_TRANSITIONS.move(
+            TaskRun.objects.filter(pk=unknown.pk),
+            old=TaskRun.State.FAILED,
+            to=TaskRun.State.DONE,
+        )
+
+    row = TaskRun.objects.get(pk=unknown.pk)
+    assert (first, again) == ("failed", "skipped")
+    assert (row.state, row.error) == (TaskRun.State.FAILED, "unknown topic")
