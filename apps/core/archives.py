@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO, Protocol
 
+from apps.core.validation import contains_nul
+
 MAX_HEADER_FIELD = 64 * 1024
 BLOCK = 512
 CHUNK = 1024 * 1024
@@ -62,7 +64,7 @@ def member_problem(name: str) -> str | None:
     """Why a member name is not a relative path inside the archive, or None."""
     if not name:
         return "an empty member name"
-    if "\x00" in name:
+    if contains_nul(name):
         return "a member name with NUL"
     if name.startswith(("/", "\\")) or _DRIVE.match(name):
         return f"an absolute path ({name})"

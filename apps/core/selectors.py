@@ -8,6 +8,7 @@ from django.db.models import Model, Q, QuerySet
 
 from apps.core.exceptions import NotFound, PermissionDenied
 from apps.core.models import Heartbeat
+from apps.core.validation import contains_nul
 
 M = TypeVar("M", bound=Model)
 
@@ -42,7 +43,7 @@ def owned_get(
     ends (call inside `transaction.atomic()`).
     """
     shown = next(iter(lookup.values()), "")
-    if any("\x00" in str(value) for value in lookup.values()):
+    if any(contains_nul(str(value)) for value in lookup.values()):
         raise NotFound(f"{label} {shown!r} not found.")
     if for_update:
         queryset = queryset.select_for_update(of=("self",))

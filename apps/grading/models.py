@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from apps.core.transitions import TransitionTable
 from apps.submissions.models import Submission
 
 
@@ -18,6 +19,23 @@ class GradingOutcome(models.TextChoices):
     FAILED = "failed", "Failed"
     LEASE_LOST = "lease_lost", "Lease lost (result discarded)"
     ABANDONED = "abandoned", "Abandoned (lease expired)"
+
+
+_G = GradingOutcome
+
+# An attempt starts `running` and ends once. Beyond that: an attempt marked `abandoned` when
+# its lease was taken over may still see its worker finish late; the discarded result is then
+# recorded (abandoned → lease_lost).
+GRADING_ATTEMPT_TRANSITIONS: TransitionTable[str] = TransitionTable(
+    "Grading attempt",
+    {
+        _G.RUNNING: frozenset(
+            {_G.COMPLETED, _G.REVIEW_PENDING, _G.FAILED, _G.LEASE_LOST, _G.ABANDONED}
+        ),
+        _G.ABANDONED: frozenset({_G.LEASE_LOST}),
+    },
+    field="outcome",
+)
 
 
 class GradingAttempt(models.Model):

@@ -33,7 +33,7 @@ from apps.core.logcontext import log_bind, log_context
 from apps.core.queue import GRADE_JOB, enqueue_on_commit
 from apps.grading.grader import GradingFile, GradingRequest, GradingResult, grader_get
 from apps.grading.metrics import grading_attempt_started, grading_ended, grading_skipped
-from apps.grading.models import GradingAttempt, GradingOutcome
+from apps.grading.models import GRADING_ATTEMPT_TRANSITIONS, GradingAttempt, GradingOutcome
 from apps.grading.selectors import grading_job_get, grading_reapable_job_ids
 from apps.jobs.models import ACTIVE_JOB_STATUSES, FINISHED_JOB_STATUSES, Job, JobStatus
 from apps.jobs.services import job_finish, job_logs_progress, job_transition
@@ -137,12 +137,12 @@ def grading_lease_acquire(*, job_id: str) -> Lease | None:
                 )
                 grading_skipped(reason="live_lease")
                 return None
-            GradingAttempt.objects.filter(
-                submission=submission,
-                lease_token=submission.lease_token,
-                outcome=GradingOutcome.RUNNING,
-            ).update(
-                outcome=GradingOutcome.ABANDONED,
+            GRADING_ATTEMPT_TRANSITIONS.move(
+                GradingAttempt.objects.filter(
+                    submission=submission, lease_token=submission.lease_token
+                ),
+                old=GradingOutcome.RUNNING,
+                to=GradingOutcome.ABANDONED,
                 finished_at=now,
                 reason="The worker's lease expired before it wrote a result.",
             )
@@ -235,8 +235,10 @@ def grading_result_record(*, lease: Lease, result: GradingResult) -> bool:
             reason=result.reason,
         )
         if not held:
-            GradingAttempt.objects.filter(lease_token=lease.token).update(
-                outcome=GradingOutcome.LEASE_LOST,
+            GRADING_ATTEMPT_TRANSITIONS.move(
+                GradingAttempt.objects.filter(lease_token=lease.token),
+                old=(GradingOutcome.RUNNING, GradingOutcome.ABANDONED),
+                to=GradingOutcome.LEASE_LOST,
                 finished_at=now,
                 exit_code=result.exit_code,
                 score=result.score,
@@ -258,8 +260,10 @@ def grading_result_record(*, lease: Lease, result: GradingResult) -> bool:
             )
         if not finished:
             logger.info("grading: job %s changed under us; left as it is", lease.job_id)
-        GradingAttempt.objects.filter(lease_token=lease.token).update(
-            outcome=target.value,
+        GRADING_ATTEMPT_TRANSITIONS.move(
+            GradingAttempt.objects.filter(lease_token=lease.token),
+            old=GradingOutcome.RUNNING,
+            to=target.value,
             finished_at=now,
             exit_code=result.exit_code,
             score=result.score,

@@ -1,6 +1,7 @@
 """Writes to jobs: idempotent submission, cancellation and status transitions.
 
-`job_transition` is the only code that writes a job's status.
+A job's status changes only through `JOB_TRANSITIONS` (`job_transition` for a loaded job,
+`job_finish` for an active one by id); jobs are created `queued`.
 
 Idempotency keys (per user) are claimed before any work, in a short transaction of their own:
 concurrent requests with one key then see the claim and get 409
@@ -34,6 +35,7 @@ from apps.core.exceptions import InvalidRequest, InvalidTransition
 from apps.core.logcontext import current_request_id, log_bind
 from apps.core.models_utils import new_hex_id
 from apps.core.queue import GRADE_JOB, enqueue_on_commit
+from apps.core.validation import contains_nul
 from apps.jobs.exceptions import (
     DuplicateInFlight,
     IdempotencyKeyMismatch,
@@ -48,7 +50,13 @@ from apps.jobs.metrics import (
     job_finished,
     job_submission_counted,
 )
-from apps.jobs.models import FINISHED_JOB_STATUSES, JOB_TRANSITIONS, IdempotencyKey, Job, JobStatus
+from apps.jobs.models import (
+    FINISHED_JOB_STATUSES,
+    JOB_TRANSITIONS,
+    IdempotencyKey,
+    Job,
+    JobStatus,
+)
 from apps.jobs.selectors import idempotency_key_lookup, job_get
 from apps.quotas.services import quota_admit_job, reservation_consume
 from apps.submissions.models import IN_FLIGHT_STATUSES, SubmissionStatus
@@ -68,21 +76,13 @@ def job_transition(*, job: Job, to: JobStatus, **fields: Any) -> Job:
     status. A finished job stops counting against the concurrent-job quota at once, because
     quota counts are computed from job statuses.
     """
-    old = JobStatus(job.status)
-    JOB_TRANSITIONS.assert_allowed(old, to)
     now = timezone.now()
-    values: dict[str, Any] = {"status": to, **fields}
+    values: dict[str, Any] = dict(fields)
     if to == JobStatus.RUNNING and "started_at" not in fields:
         values["started_at"] = now
     if to in FINISHED_JOB_STATUSES and "finished_at" not in fields:
         values["finished_at"] = now
-    if Job.objects.filter(pk=job.pk, status=old).update(**values) != 1:
-        raise InvalidTransition(
-            f"Job {job.pk} is no longer {old}; it cannot go to {to}.",
-            extra={"from_status": str(old), "to_status": str(to)},
-        )
-    for name, value in values.items():
-        setattr(job, name, value)
+    JOB_TRANSITIONS.move_one(job, to=to, **values)
     if to in FINISHED_JOB_STATUSES:
         transaction.on_commit(partial(job_finished, status=to))
     return job
@@ -94,10 +94,11 @@ def job_finish(*, job_id: str, to: JobStatus, **fields: Any) -> bool:
     nothing, when the job is already finished or cannot go to `to` from its status."""
     if to not in FINISHED_JOB_STATUSES:
         raise ValueError(f"{to} is not a finished status")
-    sources = [s for s in JOB_TRANSITIONS.sources_of(to) if s not in FINISHED_JOB_STATUSES]
-    values: dict[str, Any] = {"status": to, **fields}
+    values: dict[str, Any] = {**fields}
     values.setdefault("finished_at", timezone.now())
-    finished = Job.objects.filter(pk=job_id, status__in=sources).update(**values) == 1
+    jobs = Job.objects.filter(pk=job_id)
+    # From every status the table allows to reach `to`: only active ones do.
+    finished = JOB_TRANSITIONS.move(jobs, to=to, **values) == 1
     if finished:
         transaction.on_commit(partial(job_finished, status=to))
     return finished
@@ -243,20 +244,36 @@ def idempotency_claim(
             user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
         )
     try:
-        with transaction.atomic() if connection.in_atomic_block else nullcontext():
-            created = IdempotencyKey.objects.create(
-                user_id=user.pk,
-                key=key,
-                fingerprint=fingerprint,
-                lock_token=token,
-                locked_at=now,
-                created_at=now,
-                expires_at=expires,
-            )
+        return _idempotency_claim_insert(
+            user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
+        )
     except IntegrityError:
         # Another request inserted the key first: decide on its row.
         return _idempotency_claim_locked(
             user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
+        )
+
+
+def _idempotency_claim_insert(
+    *,
+    user: AbstractBaseUser,
+    key: str,
+    fingerprint: str,
+    token: str,
+    now: dt.datetime,
+    expires: dt.datetime,
+) -> IdempotencyClaim:
+    """The one INSERT of a new claim; IntegrityError (in its own savepoint when inside a
+    transaction) when the (user, key) row exists already."""
+    with transaction.atomic() if connection.in_atomic_block else nullcontext():
+        created = IdempotencyKey.objects.create(
+            user_id=user.pk,
+            key=key,
+            fingerprint=fingerprint,
+            lock_token=token,
+            locked_at=now,
+            created_at=now,
+            expires_at=expires,
         )
     return IdempotencyClaim(key_id=int(created.pk), token=token)
 
@@ -283,21 +300,13 @@ def _idempotency_claim_locked(
             )
         # The row we saw was released (its request failed) meanwhile: claim it afresh.
         try:
-            with transaction.atomic():
-                created = IdempotencyKey.objects.create(
-                    user_id=user.pk,
-                    key=key,
-                    fingerprint=fingerprint,
-                    lock_token=token,
-                    locked_at=now,
-                    created_at=now,
-                    expires_at=expires,
-                )
+            return _idempotency_claim_insert(
+                user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
+            )
         except IntegrityError as exc:
             raise IdempotencyRequestInProgress(
                 retry_after=idempotency_retry_after(locked_at=now, now=now)
             ) from exc
-        return IdempotencyClaim(key_id=int(created.pk), token=token)
 
 
 def idempotency_bind(*, claim: IdempotencyClaim, job: Job, ttl_hours: float) -> None:
@@ -335,23 +344,13 @@ def idempotency_release(*, claim: IdempotencyClaim) -> None:
 # --- Submission ------------------------------------------------------------------------------
 
 
-def _contains_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_contains_nul(k) or _contains_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_contains_nul(item) for item in value)
-    return False
-
-
 def job_config_cost(*, config: dict[str, Any]) -> tuple[str, float]:
     """`(resource_class, cost)` of a job config (InvalidRequest on a bad config).
 
     `config.resource_class` defaults to `DEFAULT_RESOURCE_CLASS`; it must name a class of
     `RESOURCE_CLASS_COSTS`.
     """
-    if _contains_nul(config):
+    if contains_nul(config):
         raise InvalidRequest(
             "config: NUL characters are not allowed.",
             fields={"config": ["NUL characters are not allowed."]},

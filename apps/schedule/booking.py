@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 
+from apps.core.validation import NUL_MESSAGE, contains_nul
 from apps.schedule.exceptions import InvalidSchedule
 from apps.schedule.models import ScheduleType
 from apps.schedule.targets import TargetRefused, check_action_path
@@ -90,16 +91,6 @@ def parse_time(value: Any) -> dt.datetime:
     return parsed
 
 
-def contains_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(contains_nul(k) or contains_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(contains_nul(item) for item in value)
-    return False
-
-
 def normalize_action(action: dict[str, Any], errors: list[str]) -> dict[str, Any]:
     """Fill defaults; refuse a target the platform may not call (`targets.check_action_path`:
     a relative path that is not an API route of the platform, an absolute URL whose host is
@@ -110,7 +101,7 @@ def normalize_action(action: dict[str, Any], errors: list[str]) -> dict[str, Any
     normalized.setdefault("body", None)
     path = str(normalized["path"])
     if contains_nul(normalized):
-        errors.append("NUL characters are not allowed.")
+        errors.append(NUL_MESSAGE)
     limit = float(settings.SCHEDULE_ACTION_MAX_SECONDS)
     for name in ("connect_timeout", "request_timeout"):
         value = normalized.get(name)

@@ -31,7 +31,6 @@ from apps.schedule.metrics import (
     plans_invalidated,
 )
 from apps.schedule.models import (
-    PLAN_TRANSITIONS,
     Life,
     LifeState,
     Plan,
@@ -46,7 +45,12 @@ from apps.schedule.selfcalls import (
     self_call_headers,
     url_target,
 )
-from apps.schedule.services import _life_set_state, _plan_set_state, lease_seconds
+from apps.schedule.services import (
+    lease_seconds,
+    life_set_state,
+    plan_set_state,
+    plans_set_state,
+)
 from apps.schedule.targets import TargetRefused, resolve_target
 from apps.schedule.transport import TRANSPORT_ERRORS, send
 
@@ -106,8 +110,11 @@ def plan_claim(
         ids = list(candidates.values_list("pk", flat=True)[:limit])
         if not ids:
             return []
-        Plan.objects.filter(pk__in=ids).update(
-            state=PlanState.PRESET,
+        # Standby → Preset, or an expired claim taken over (Preset → Preset).
+        plans_set_state(
+            Plan.objects.filter(pk__in=ids),
+            old=(PlanState.STANDBY, PlanState.PRESET),
+            to=PlanState.PRESET,
             arm_token=token,
             lease_owner=owner,
             lease_expires_at=expires,
@@ -130,9 +137,15 @@ def plan_claims_release(*, owner: str, plan_ids: list[int]) -> int:
     """Give back `owner`'s claims on `plan_ids` (Preset → Standby) so another watcher arms them
     at once instead of after the lease. Plans already handed to a worker are not in the list."""
     with transaction.atomic():
-        return Plan.objects.filter(
-            pk__in=plan_ids, state=PlanState.PRESET, lease_owner=owner
-        ).update(state=PlanState.STANDBY, arm_token="", lease_owner="", lease_expires_at=None)
+        return plans_set_state(
+            Plan.objects.filter(pk__in=plan_ids, lease_owner=owner),
+            old=PlanState.PRESET,
+            to=PlanState.STANDBY,
+            arm_token="",
+            lease_owner="",
+            lease_expires_at=None,
+            updated_at=timezone.now(),
+        )
 
 
 def plan_invalidate_late(*, now: dt.datetime | None = None) -> int:
@@ -158,7 +171,7 @@ def plan_invalidate_late(*, now: dt.datetime | None = None) -> int:
             )
             if plan is None:
                 continue
-            _plan_set_state(plan, PlanState.INVALIDATED, finished_at=now)
+            plan_set_state(plan=plan, to=PlanState.INVALIDATED, finished_at=now)
             _birth_lost(plan.life_id, now)
             done += 1
         plans_invalidated(kind=plan.kind)
@@ -170,12 +183,12 @@ def _birth_lost(life_id: int, now: dt.datetime) -> None:
     """The birth will never run: Life → Stillbirth, its death plan → Cancelled (not run)."""
     life = Life.objects.select_for_update(of=("self",)).get(pk=life_id)
     if life.state == LifeState.INEXISTENT:
-        _life_set_state(life, LifeState.STILLBIRTH)
+        life_set_state(life=life, to=LifeState.STILLBIRTH)
     death = Plan.objects.filter(
         life_id=life_id, kind=PlanKind.DEATH, state__in=[PlanState.STANDBY, PlanState.PRESET]
     ).first()
     if death is not None:
-        _plan_set_state(death, PlanState.CANCELLED, finished_at=now)
+        plan_set_state(plan=death, to=PlanState.CANCELLED, finished_at=now)
 
 
 # --- the executor ----------------------------------------------------------------------------
@@ -308,8 +321,10 @@ def plans_start(*, items: list[tuple[int, str]], now: dt.datetime | None = None)
     armed = Q()
     for token, plan_ids in by_token.items():
         armed |= Q(arm_token=token, pk__in=plan_ids)
-    Plan.objects.filter(armed, state=PlanState.PRESET).update(
-        state=PlanState.RUNNING,
+    plans_set_state(
+        Plan.objects.filter(armed),
+        old=PlanState.PRESET,
+        to=PlanState.RUNNING,
         started_at=now,
         lease_owner=delivery,
         lease_expires_at=None,
@@ -346,7 +361,9 @@ def plan_run(plan: Plan) -> str:
         if (plan.kind == PlanKind.BIRTH and life.state != LifeState.INEXISTENT) or (
             plan.kind == PlanKind.DEATH and life.state != LifeState.ALIVE
         ):
-            _plan_set_state(plan, PlanState.FAILED, finished_at=timezone.now(), lease_owner="")
+            plan_set_state(
+                plan=plan, to=PlanState.FAILED, finished_at=timezone.now(), lease_owner=""
+            )
             plan_skipped(kind=plan.kind)
             logger.info("plan %s skipped: its Life is %s", plan.pk, life.state)
             return "skipped"
@@ -435,16 +452,18 @@ def _plan_record(*, plan: Plan, life: Life, outcome: Outcome, started: dt.dateti
         birth_lost = True
     if new == PlanState.STANDBY:
         fields["arm_token"] = ""
-    PLAN_TRANSITIONS.assert_allowed(PlanState.RUNNING, new)
     with transaction.atomic():
         if life_state is not None:
-            _life_set_state(life, life_state)
-        moved = Plan.objects.filter(
-            pk=plan.pk,
-            state=PlanState.RUNNING,
-            arm_token=plan.arm_token,
-            lease_owner=plan.lease_owner,
-        ).update(state=new, attempts_count=number, lease_owner="", updated_at=now, **fields)
+            life_set_state(life=life, to=life_state)
+        moved = plans_set_state(
+            Plan.objects.filter(pk=plan.pk, arm_token=plan.arm_token, lease_owner=plan.lease_owner),
+            old=PlanState.RUNNING,
+            to=new,
+            attempts_count=number,
+            lease_owner="",
+            updated_at=now,
+            **fields,
+        )
         if moved != 1:
             raise InvalidTransition(f"Plan {plan.pk} changed state concurrently.")
         PlanAttempt.objects.create(

@@ -45,22 +45,28 @@ LIFE_TRANSITIONS: TransitionTable[str] = TransitionTable(
         LifeState.INEXISTENT: frozenset({LifeState.ALIVE, LifeState.DEAD, LifeState.STILLBIRTH}),
         LifeState.ALIVE: frozenset({LifeState.DEAD}),
     },
+    field="state",
 )
 
 # Beyond the SPEC's arrows: Preset -> Standby (a claim released: watcher shutdown, PATCH),
-# Running -> Standby (a retry scheduled `retry_interval` / `DEATH_RETRY_INTERVAL` later) and
-# Failed -> Standby (an operator's retry). Every path still ends in Done, Failed, Invalidated
-# or Cancelled.
+# Preset -> Preset (re-armed: a dead watcher's expired claim taken over, or a cancel arming a
+# term Life's death now), Running -> Standby (a retry scheduled `retry_interval` /
+# `DEATH_RETRY_INTERVAL` later) and Failed -> Standby (an operator's retry). Every path still
+# ends in Done, Failed, Invalidated or Cancelled. Every writer of `Plan.state` goes through this
+# table (`schedule.services.plan_set_state` / `plans_set_state`).
 PLAN_TRANSITIONS: TransitionTable[str] = TransitionTable(
     "Plan",
     {
         PlanState.STANDBY: frozenset(
             {PlanState.PRESET, PlanState.INVALIDATED, PlanState.CANCELLED}
         ),
-        PlanState.PRESET: frozenset({PlanState.RUNNING, PlanState.STANDBY, PlanState.CANCELLED}),
+        PlanState.PRESET: frozenset(
+            {PlanState.PRESET, PlanState.RUNNING, PlanState.STANDBY, PlanState.CANCELLED}
+        ),
         PlanState.RUNNING: frozenset({PlanState.DONE, PlanState.FAILED, PlanState.STANDBY}),
         PlanState.FAILED: frozenset({PlanState.STANDBY}),
     },
+    field="state",
 )
 
 LIVING_STATES = (LifeState.INEXISTENT, LifeState.ALIVE)
@@ -227,6 +233,13 @@ class TaskRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.topic} ({self.state})"
+
+
+TASK_RUN_TRANSITIONS: TransitionTable[str] = TransitionTable(
+    "Task run",
+    {TaskRun.State.PENDING: frozenset({TaskRun.State.DONE, TaskRun.State.FAILED})},
+    field="state",
+)
 
 
 class ConsumedSignature(models.Model):

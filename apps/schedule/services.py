@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from apps.core.cleanup import CleanupReport
@@ -269,27 +269,26 @@ def life_book_request(
     return life_book(user=user, spec=spec, now=now).life
 
 
-def _plan_set_state(plan: Plan, new: str, **fields: Any) -> None:
-    """Compare-and-set `plan` from its loaded state to `new`; raises InvalidTransition."""
-    PLAN_TRANSITIONS.assert_allowed(plan.state, new)
-    updated = Plan.objects.filter(pk=plan.pk, state=plan.state).update(
-        state=new, updated_at=timezone.now(), **fields
-    )
-    if updated != 1:
-        raise InvalidTransition(f"Plan {plan.pk} changed state concurrently.")
-    plan.state = new
-    for name, value in fields.items():
-        setattr(plan, name, value)
+def plan_set_state(*, plan: Plan, to: str, **fields: Any) -> Plan:
+    """Compare-and-set `plan` from its loaded state to `to`, with `fields` in
+    the same UPDATE; `plan` is updated in place. Raises InvalidTransition (nothing written)
+    when `PLAN_TRANSITIONS` forbids the move or the row changed concurrently."""
+    return PLAN_TRANSITIONS.move_one(plan, to=to, updated_at=timezone.now(), **fields)
 
 
-def _life_set_state(life: Life, new: str) -> None:
-    LIFE_TRANSITIONS.assert_allowed(life.state, new)
-    updated = Life.objects.filter(pk=life.pk, state=life.state).update(
-        state=new, updated_at=timezone.now()
-    )
-    if updated != 1:
-        raise InvalidTransition(f"Life {life.life_uuid} changed state concurrently.")
-    life.state = new
+def plans_set_state(
+    plans: QuerySet[Plan], *, old: str | tuple[str, ...], to: str, **fields: Any
+) -> int:
+    """Compare-and-set every plan of `plans` still in `old` to `to` (one UPDATE, `fields`
+    included); returns how many moved. Raises InvalidTransition when the table forbids a move
+    from one of `old` to `to`."""
+    return PLAN_TRANSITIONS.move(plans, old=old, to=to, **fields)
+
+
+def life_set_state(*, life: Life, to: str) -> Life:
+    """Compare-and-set `life` from its loaded state to `to` (InvalidTransition when
+    `LIFE_TRANSITIONS` forbids it or the row changed concurrently)."""
+    return LIFE_TRANSITIONS.move_one(life, to=to, updated_at=timezone.now())
 
 
 def _plans_locked(life: Life) -> dict[str, Plan]:
@@ -376,8 +375,9 @@ def life_change(
                 fields = {"time": time, "due_at": time, "action": action, "attempts_count": 0}
                 release = {"arm_token": "", "lease_owner": "", "lease_expires_at": None}
                 if plan.state == PlanState.PRESET:
-                    _plan_set_state(plan, PlanState.STANDBY, **fields, **release)
+                    plan_set_state(plan=plan, to=PlanState.STANDBY, **fields, **release)
                 else:
+                    # Still Standby (locked): only its time and action change.
                     Plan.objects.filter(pk=plan.pk).update(**fields, **release)
             Life.objects.filter(pk=life.pk).update(
                 birth_time=spec.birth_time,
@@ -429,18 +429,18 @@ def life_cancel(
                 raise PlanStarted("The birth action is running right now; try again shortly.")
             for plan in plans.values():
                 if plan.state in PENDING_PLAN_STATES:
-                    _plan_set_state(plan, PlanState.CANCELLED, finished_at=now)
-            _life_set_state(life, LifeState.STILLBIRTH)
+                    plan_set_state(plan=plan, to=PlanState.CANCELLED, finished_at=now)
+            life_set_state(life=life, to=LifeState.STILLBIRTH)
         else:
             death = plans.get(PlanKind.DEATH)
             if operator:
                 if death is not None and death.state in PENDING_PLAN_STATES:
-                    _plan_set_state(death, PlanState.CANCELLED, finished_at=now)
+                    plan_set_state(plan=death, to=PlanState.CANCELLED, finished_at=now)
                 elif death is not None and death.state == PlanState.FAILED:
                     pass
                 elif death is not None and death.state == PlanState.RUNNING:
                     raise PlanStarted("The death action is running right now; try again shortly.")
-                _life_set_state(life, LifeState.DEAD)
+                life_set_state(life=life, to=LifeState.DEAD)
             elif death is not None and death.state in PENDING_PLAN_STATES:
                 claim = {
                     "arm_token": token,
@@ -448,10 +448,8 @@ def life_cancel(
                     "lease_expires_at": now + dt.timedelta(seconds=lease_seconds()),
                     "due_at": now,
                 }
-                if death.state == PlanState.STANDBY:
-                    _plan_set_state(death, PlanState.PRESET, **claim)
-                else:
-                    Plan.objects.filter(pk=death.pk).update(**claim)
+                # Standby → Preset, or a Preset death re-armed for now (Preset → Preset).
+                plan_set_state(plan=death, to=PlanState.PRESET, **claim)
                 fire = death.pk
         if fire is not None:
             # Lost with a refusing broker, the plan is fired again when the claim's lease ends.
@@ -470,7 +468,9 @@ def plan_retry(*, plan_id: int, now: dt.datetime | None = None) -> Plan:
         plan = Plan.objects.select_for_update(of=("self",)).select_related("life").get(pk=plan_id)
         if plan.kind == PlanKind.BIRTH and plan.life.state != LifeState.INEXISTENT:
             raise InvalidTransition("Only a Life that has not been born can retry its birth.")
-        _plan_set_state(plan, PlanState.STANDBY, due_at=now, attempts_count=0, finished_at=None)
+        plan_set_state(
+            plan=plan, to=PlanState.STANDBY, due_at=now, attempts_count=0, finished_at=None
+        )
     return plan
 
 

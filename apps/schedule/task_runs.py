@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from apps.core.exceptions import PermissionDenied
 from apps.core.queue import TASK_RUN, enqueue_on_commit
-from apps.schedule.booking import contains_nul
+from apps.core.validation import NUL_MESSAGE, contains_nul
 from apps.schedule.exceptions import InvalidSchedule, UnknownTopic
-from apps.schedule.models import ScheduleType, TaskRun
+from apps.schedule.models import TASK_RUN_TRANSITIONS, ScheduleType, TaskRun
 from apps.schedule.targets import TargetRefused, route_name
 from apps.schedule.topics import Topic, topic_get, topic_names
 
@@ -50,7 +50,7 @@ def topic_call_check(*, user: AbstractBaseUser, topic: str, content: dict[str, A
         raise PermissionDenied(f"You may not call the topic {topic!r}.")
     errors = spec.validate(content)
     if contains_nul(content):
-        errors = {**errors, "content": ["NUL characters are not allowed."]}
+        errors = {**errors, "content": [NUL_MESSAGE]}
     if errors:
         details = "; ".join(f"{name}: {msgs[0]}" for name, msgs in errors.items())
         raise UnknownTopic(f"Invalid content for {topic!r}: {details}", fields=errors)
@@ -168,6 +168,16 @@ def _task_run_replay(run: TaskRun) -> TaskRunResult:
     return TaskRunResult(run, created=False)
 
 
+def _task_run_move(run: TaskRun, *, to: str, **fields: Any) -> bool:
+    """Compare-and-set a pending run to `to` (`TASK_RUN_TRANSITIONS`); False when it is no
+    longer pending (another delivery got there first)."""
+    rows = TaskRun.objects.filter(pk=run.pk)
+    moved = TASK_RUN_TRANSITIONS.move(
+        rows, old=TaskRun.State.PENDING, to=to, finished_at=timezone.now(), **fields
+    )
+    return moved == 1
+
+
 def task_run_execute(*, task_run_id: int) -> str:
     """Run the handler exactly once: the pending → done compare-and-set and the handler's
     writes commit together, so a redelivery after success does nothing and a crash rolls both
@@ -177,21 +187,14 @@ def task_run_execute(*, task_run_id: int) -> str:
         return "skipped"
     spec = topic_get(run.topic)
     if spec is None:
-        TaskRun.objects.filter(pk=run.pk, state=TaskRun.State.PENDING).update(
-            state=TaskRun.State.FAILED, error="unknown topic", finished_at=timezone.now()
-        )
+        _task_run_move(run, to=TaskRun.State.FAILED, error="unknown topic")
         return "failed"
     if not spec.may_call(run.owner):
         # The owner lost the right since the call was accepted (e.g. no longer staff).
-        TaskRun.objects.filter(pk=run.pk, state=TaskRun.State.PENDING).update(
-            state=TaskRun.State.FAILED, error="permission denied", finished_at=timezone.now()
-        )
+        _task_run_move(run, to=TaskRun.State.FAILED, error="permission denied")
         return "failed"
     with transaction.atomic():
-        claimed = TaskRun.objects.filter(pk=run.pk, state=TaskRun.State.PENDING).update(
-            state=TaskRun.State.DONE, finished_at=timezone.now()
-        )
-        if claimed != 1:
+        if not _task_run_move(run, to=TaskRun.State.DONE):
             return "skipped"
         spec.handler(run.owner, dict(run.content))
     return "done"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import unicodedata
+from typing import Any
+
 from django.conf import settings
 from django.db import models
-from django.db.models.functions import Lower
 
 from apps.core.models_utils import new_hex_id
 from apps.core.transitions import TransitionTable
@@ -36,11 +38,6 @@ SUBMISSION_TRANSITIONS: TransitionTable[str] = TransitionTable(
 )
 
 IN_FLIGHT_STATUSES = (SubmissionStatus.PENDING, SubmissionStatus.PROCESSING)
-FINISHED_STATUSES = (
-    SubmissionStatus.COMPLETED,
-    SubmissionStatus.FAILED,
-    SubmissionStatus.REVIEW_PENDING,
-)
 
 
 class Submission(models.Model):
@@ -105,11 +102,22 @@ class Submission(models.Model):
         return f"{self.id} ({self.status})"
 
 
+def filename_fold(name: str) -> str:
+    """The one case-folding rule for file names (`name_folded`): Unicode canonical caseless
+    matching, `NFC(casefold(NFD(name)))`, computed in Python so SQLite and PostgreSQL agree
+    (SQLite's `LOWER()` folds ASCII only). `É.py` = `é.py` (also when one is sent decomposed,
+    `E` + U+0301), `STRASSE.py` = `straße.py`."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", name).casefold())
+
+
 class SubmissionFile(models.Model):
-    """One uploaded file. Names are unique per submission, compared case-insensitively."""
+    """One uploaded file. Names are unique per submission, compared by `filename_fold`: the
+    unique constraint is on `name_folded`, which `save()` derives from `filename`."""
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="files")
     filename = models.CharField(max_length=255)
+    # filename_fold(filename); case folding can lengthen a name (ß → ss), hence the room.
+    name_folded = models.CharField(max_length=1024, editable=False)
     size = models.PositiveBigIntegerField()
     sha256 = models.CharField(max_length=64)
     storage_name = models.CharField(max_length=1024)
@@ -119,11 +127,14 @@ class SubmissionFile(models.Model):
         ordering = ["uploaded_at", "id"]
         constraints = [
             models.UniqueConstraint(
-                "submission",
-                Lower("filename"),
-                name="submissions_submissionfile_unique_name_ci",
+                fields=["submission", "name_folded"],
+                name="submissions_submissionfile_unique_name_folded",
             ),
         ]
 
     def __str__(self) -> str:
         return f"{self.submission_id}/{self.filename}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.name_folded = filename_fold(self.filename)
+        super().save(*args, **kwargs)

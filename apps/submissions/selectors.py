@@ -5,11 +5,10 @@ from __future__ import annotations
 import datetime as dt
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Prefetch, QuerySet, Sum, Value
-from django.db.models.functions import Lower
+from django.db.models import Prefetch, QuerySet, Sum
 
 from apps.core.selectors import owned_get
-from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
+from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus, filename_fold
 
 
 def submission_list(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Submission]:
@@ -65,14 +64,11 @@ def submission_list_with_files(*, user: AbstractBaseUser | AnonymousUser) -> Que
 
 
 def submission_file_get_by_name(*, submission: Submission, filename: str) -> SubmissionFile | None:
-    """The file whose name equals `filename` case-insensitively, with the database's own
-    case folding (the same `LOWER()` as the unique constraint)."""
-    return (
-        SubmissionFile.objects.filter(submission=submission)
-        .annotate(name_lower=Lower("filename"))
-        .filter(name_lower=Lower(Value(filename)))
-        .first()
-    )
+    """The file whose name is `filename` under `filename_fold` (the rule of the unique
+    constraint on `name_folded`)."""
+    return SubmissionFile.objects.filter(
+        submission=submission, name_folded=filename_fold(filename)
+    ).first()
 
 
 def submission_file_count(*, submission: Submission) -> int:

@@ -1,4 +1,6 @@
-"""Writes to submissions. `submission_transition` is the only code that writes a status.
+"""Writes to submissions. A status changes only through `SUBMISSION_TRANSITIONS`:
+`submission_transition` / `submission_transition_where`, and the job submission's raw-SQL seal
+(`submission_seal_ready`, draft → pending), which asks the same table first.
 
 Uploads follow one discipline: every byte is checked and stored OUTSIDE any transaction; then a
 short transaction locks the submission row (the same lock the jobs app takes to seal it),
@@ -25,8 +27,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.core.cleanup import CleanupReport
-from apps.core.exceptions import InvalidRequest, InvalidTransition, NotFound
+from apps.core.exceptions import InvalidRequest, NotFound
 from apps.core.models_utils import new_hex_id
+from apps.core.validation import NUL_MESSAGE, contains_nul
 from apps.quotas.selectors import storage_status
 from apps.quotas.services import storage_admit, storage_quota_error
 from apps.submissions.exceptions import (
@@ -42,6 +45,7 @@ from apps.submissions.models import (
     Submission,
     SubmissionFile,
     SubmissionStatus,
+    filename_fold,
 )
 from apps.submissions.selectors import (
     submission_file_count,
@@ -67,25 +71,13 @@ def submission_transition(
     Call it with the row locked (`submission_get(for_update=True)`) when other fields depend
     on what was read. `fields` are written in the same UPDATE.
     """
-    old = SubmissionStatus(submission.status)
-    values = _transition_values(old=old, to=to, fields=fields)
-    updated = Submission.objects.filter(pk=submission.pk, status=old).update(**values)
-    if updated != 1:
-        raise InvalidTransition(
-            f"Submission {submission.pk} is no longer {old}; it cannot go to {to}.",
-            extra={"from_status": str(old), "to_status": str(to)},
-        )
-    for name, value in values.items():
-        setattr(submission, name, value)
-    return submission
+    values = _transition_values(to=to, fields=fields)
+    return SUBMISSION_TRANSITIONS.move_one(submission, to=to, **values)
 
 
-def _transition_values(
-    *, old: SubmissionStatus, to: SubmissionStatus, fields: dict[str, Any]
-) -> dict[str, Any]:
-    SUBMISSION_TRANSITIONS.assert_allowed(old, to)
+def _transition_values(*, to: SubmissionStatus, fields: dict[str, Any]) -> dict[str, Any]:
     now = timezone.now()
-    values: dict[str, Any] = {"status": to, "updated_at": now, **fields}
+    values: dict[str, Any] = {"updated_at": now, **fields}
     if to == SubmissionStatus.COMPLETED and "completed_at" not in fields:
         values["completed_at"] = now
     return values
@@ -102,8 +94,9 @@ def submission_transition_where(
     """`submission_transition` without reading the row first: one compare-and-set UPDATE that
     also matches `where` (e.g. the grading lease's token). False, writing nothing, when the row
     is no longer in `old` or no longer matches; InvalidTransition when the table forbids it."""
-    values = _transition_values(old=old, to=to, fields=fields)
-    return Submission.objects.filter(pk=submission_id, status=old, **where).update(**values) == 1
+    values = _transition_values(to=to, fields=fields)
+    rows = Submission.objects.filter(pk=submission_id, **where)
+    return SUBMISSION_TRANSITIONS.move(rows, old=old, to=to, **values) == 1
 
 
 def submission_seal_ready(*, submission_id: str, user_id: int) -> bool:
@@ -117,8 +110,10 @@ def submission_seal_ready(*, submission_id: str, user_id: int) -> bool:
     it return False, never seal an incomplete submission. Raises IntegrityError when the
     in-flight constraint refuses the move (on PostgreSQL that aborts the transaction).
     """
-    if "\x00" in submission_id:
+    if contains_nul(submission_id):
         return False
+    # The same table as every other status change: draft → pending.
+    SUBMISSION_TRANSITIONS.assert_allowed(SubmissionStatus.DRAFT, SubmissionStatus.PENDING)
     # Raw SQL on purpose: the ORM spends longer compiling this UPDATE (two correlated EXISTS)
     # than the database spends running it, on the hottest write path.
     submissions = connection.ops.quote_name(Submission._meta.db_table)
@@ -317,22 +312,6 @@ def _file_add(
     return result
 
 
-def _metadata_problem(value: Any) -> str | None:
-    if isinstance(value, str):
-        return "Text cannot contain NUL characters." if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            problem = _metadata_problem(key) or _metadata_problem(item)
-            if problem:
-                return problem
-    if isinstance(value, list):
-        for item in value:
-            problem = _metadata_problem(item)
-            if problem:
-                return problem
-    return None
-
-
 @counts_upload_refusals
 def submission_create(
     *,
@@ -363,9 +342,8 @@ def submission_create(
         problem = filename_problem(value)
         if problem:
             fields[field_name] = [problem]
-    problem = _metadata_problem(metadata)
-    if problem:
-        fields["metadata"] = [problem]
+    if contains_nul(metadata):
+        fields["metadata"] = [NUL_MESSAGE]
     if fields:
         raise InvalidRequest("; ".join(f"{k}: {v[0]}" for k, v in fields.items()), fields=fields)
 
@@ -375,7 +353,7 @@ def submission_create(
     seen: dict[str, str] = {}
     for upload in uploads:
         validate_filename(upload.raw_name)
-        folded = upload.raw_name.lower()
+        folded = filename_fold(upload.raw_name)
         if folded in seen:
             raise DuplicateFilename(
                 f"'{upload.raw_name}' and '{seen[folded]}' are the same name "

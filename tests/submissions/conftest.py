@@ -8,11 +8,13 @@ import io
 import tarfile
 import uuid
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
+
+from tests.submissions.incoming import IncomingMaker, incoming_files
 
 FileSpec = tuple[str, str, bytes]  # (field, filename, content)
 
@@ -147,3 +149,10 @@ def stored_names() -> Callable[[], list[str]]:
         return sorted(found)
 
     return walk
+
+
+@pytest.fixture
+def incoming() -> Iterator[IncomingMaker]:
+    """Build received uploads for service-level tests (closed after the test)."""
+    with incoming_files() as make:
+        yield make

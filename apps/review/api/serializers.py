@@ -6,6 +6,7 @@ from typing import Any
 from rest_framework import serializers
 
 from apps.core.api.serializers import UserSerializer
+from apps.core.validation import NUL_MESSAGE, contains_nul
 from apps.review.models import ReviewVerdict
 from apps.review.services.review import MAX_COMMENT_LENGTH
 
@@ -13,8 +14,8 @@ from apps.review.services.review import MAX_COMMENT_LENGTH
 class NoNulCharField(serializers.CharField):
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)
-        if "\x00" in value:
-            raise serializers.ValidationError("NUL characters are not allowed.")
+        if contains_nul(value):
+            raise serializers.ValidationError(NUL_MESSAGE)
         return value
 
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidRequest, InvalidTransition
 from apps.core.logcontext import current_request_id
+from apps.core.validation import contains_nul
 from apps.grading.services import grading_enqueue
 from apps.jobs.models import Job, JobStatus
 from apps.review.exceptions import (
@@ -229,7 +230,7 @@ def review_complete(
         raise InvalidRequest(fields={"verdict": ["Must be approve or reject."]})
     if score is not None and not math.isfinite(score):
         raise InvalidRequest(fields={"score": ["Must be a finite number."]})
-    if "\x00" in comment or len(comment) > MAX_COMMENT_LENGTH:
+    if contains_nul(comment) or len(comment) > MAX_COMMENT_LENGTH:
         raise InvalidRequest(
             fields={"comment": [f"At most {MAX_COMMENT_LENGTH} characters, no NUL."]}
         )
