@@ -91,9 +91,10 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    # Before django_q: its `qcluster` command replaces django-q2's (apps/core/cluster.py).
+    "apps.core",
     "django_q",
     "axes",
-    "apps.core",
     "apps.submissions",
     "apps.quotas",
     "apps.jobs",

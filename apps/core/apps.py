@@ -7,7 +7,12 @@ class CoreConfig(AppConfig):
     verbose_name = "Platform"
 
     def ready(self) -> None:
+        from django_q.signals import post_spawn
+
         from apps.core import (
             metrics,  # noqa: F401 - declares the app's metrics
             registry,  # noqa: F401 - the hourly cleanup task
         )
+        from apps.core.cluster import worker_signals_install
+
+        post_spawn.connect(worker_signals_install, dispatch_uid="core.worker_signals")

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, connections, transaction
 from django.utils import timezone
 
+from apps.core.cluster import WorkerStopping, interruptible, worker_stopping
 from apps.core.exceptions import InvalidTransition
 from apps.core.logcontext import log_bind, log_context
 from apps.core.queue import GRADE_JOB, enqueue_on_commit
@@ -42,6 +43,7 @@ from apps.submissions.selectors import submission_file_list
 from apps.submissions.services import (
     submission_lease_end,
     submission_lease_exhausted,
+    submission_lease_release,
     submission_lease_renew,
     submission_lease_take,
     submission_lease_take_over,
@@ -326,8 +328,11 @@ def grading_run(*, job_id: str) -> str:
     Takes the lease (a short transaction), runs the configured grader with no transaction and
     no lock held while a thread renews the lease, then records the result under the lease.
     Returns what happened: `skipped`, `lease_lost`, or the submission's new status. A grader
-    that raises fails the attempt with the exception as the reason. Every log line of the
-    run carries the job's, its submission's and its creating request's ids.
+    that raises fails the attempt with the exception as the reason. A stop of the worker
+    (SIGTERM, `apps.core.cluster`) interrupts the grader at once: the lease is given back
+    uncounted and the job enqueued again (`interrupted`); a delivery that reaches a stopping
+    worker is enqueued again untouched (`requeued`). Every log line of the run carries the
+    job's, its submission's and its creating request's ids.
     """
     with log_context(job_id=job_id):
         outcome = _grading_run(job_id=job_id)
@@ -336,6 +341,10 @@ def grading_run(*, job_id: str) -> str:
 
 
 def _grading_run(*, job_id: str) -> str:
+    if worker_stopping():
+        # Delivered to a worker that is stopping: back to the queue for the next one.
+        grading_enqueue(job_id=job_id)
+        return "requeued"
     lease = grading_lease_acquire(job_id=job_id)
     if lease is None:
         return "skipped"
@@ -344,11 +353,15 @@ def _grading_run(*, job_id: str) -> str:
     keeper = None if connection.in_atomic_block else _LeaseKeeper(lease)
     if keeper is not None:
         keeper.start()
+    result: GradingResult | None = None
     try:
         request = dataclasses.replace(
             lease.request, on_output=functools.partial(_logs_progress, lease.job_id)
         )
-        result = grader_get().grade(request)
+        with interruptible():
+            result = grader_get().grade(request)
+    except WorkerStopping:
+        pass  # given back below, once the keeper no longer renews the lease
     except Exception as exc:
         logger.exception("grading: the grader raised on submission %s", lease.submission_id)
         result = GradingResult(
@@ -358,6 +371,9 @@ def _grading_run(*, job_id: str) -> str:
     finally:
         if keeper is not None:
             keeper.stop()
+    if result is None:
+        grading_lease_give_back(lease=lease)
+        return "interrupted"
     if result.outcome not in (
         SubmissionStatus.COMPLETED,
         SubmissionStatus.REVIEW_PENDING,
@@ -374,6 +390,34 @@ def _grading_run(*, job_id: str) -> str:
         return result.outcome
     grading_ended(outcome="lease_lost", seconds=seconds)
     return "lease_lost"
+
+
+def grading_lease_give_back(*, lease: Lease) -> bool:
+    """The worker is stopping mid-grading: end the attempt without a result and hand the work
+    on. In one transaction the lease expires now with its attempt not counted
+    (`submission_lease_release`) and the attempt is closed `abandoned`; after commit the job is
+    enqueued again, so the next worker takes the lease over at once. False (nothing written
+    but the log) when the lease was no longer the submission's."""
+    if not connection.in_atomic_block:
+        # The stop may have interrupted a query (live logs): start from a fresh connection.
+        connection.close()
+    with transaction.atomic():
+        released = submission_lease_release(submission_id=lease.submission_id, token=lease.token)
+        if released:
+            GradingAttempt.objects.filter(
+                lease_token=lease.token, outcome=GradingOutcome.RUNNING
+            ).update(
+                outcome=GradingOutcome.ABANDONED,
+                finished_at=timezone.now(),
+                reason="The worker stopped before the grading finished; not counted as an attempt.",
+            )
+            grading_enqueue(job_id=lease.job_id)
+    logger.warning(
+        "grading: worker stopping; submission %s given back%s",
+        lease.submission_id,
+        "" if released else " (its lease was no longer ours)",
+    )
+    return released
 
 
 def grading_enqueue(*, job_id: str) -> None:

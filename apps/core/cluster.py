@@ -1,0 +1,101 @@
+"""The django-q2 cluster's stop: SIGTERM ends `manage.py qcluster` within seconds, also while a
+grading runs.
+
+`manage.py qcluster` is a main process, a sentinel, and the sentinel's workers, monitor and
+pusher. django-q2 leaves SIGTERM's default action (die at once) on the sentinel and everything
+it forks. A process manager that signals the whole process group (honcho, `kill -TERM -PGID`,
+systemd's default `KillMode=control-group`) therefore kills the sentinel while it sleeps on the
+cluster's stop event; the main process's handler then sets that event, and `multiprocessing`'s
+`Condition.notify_all` waits forever for the dead sleeper to acknowledge. The main process hangs
+until the manager's SIGKILL. And a stop that does reach the sentinel waits for every worker to
+finish its task: a grading may run for GRADING_TIMEOUT.
+
+Here instead:
+
+* The sentinel, and the processes it forks, ignore SIGTERM: the main process alone acts on it,
+  through django-q2's own orderly stop (stop event, pusher stops, poison pills, workers finish
+  their task, monitor drains the results). `manage.py qcluster` is this app's command, which
+  starts the cluster with `GracefulSentinel`.
+* Each worker handles SIGTERM itself (`worker_signals_install`, at spawn), and the sentinel
+  sends it to every worker as it begins to stop, so a stop reaches the workers whoever was
+  signalled. The handler marks the worker as stopping; inside an `interruptible()` block it
+  raises `WorkerStopping` there, so a long task (a grading) ends at once, its `finally` blocks
+  killing what it started. A task gives its work back (see `grading_run`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+from django_q.cluster import Sentinel
+
+
+class WorkerStopping(BaseException):
+    """Raised inside `interruptible()` in a worker asked to stop. A BaseException, so that the
+    task's `except Exception` does not take it for a failure of the work."""
+
+
+_stopping = False
+_interruptible = False
+
+
+def worker_stopping() -> bool:
+    """Whether this worker process was asked to stop (it then takes no new long work)."""
+    return _stopping
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """A block that a stop of this worker interrupts with `WorkerStopping` (raised at once when
+    the stop came before). Main thread only; outside a worker (tests, web) it changes nothing."""
+    global _interruptible
+    if _stopping:
+        raise WorkerStopping()
+    _interruptible = True
+    try:
+        yield
+    finally:
+        _interruptible = False
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    global _stopping, _interruptible
+    _stopping = True
+    if _interruptible:
+        _interruptible = False  # once: a second signal must not interrupt the clean-up
+        raise WorkerStopping()
+
+
+def worker_signals_install(**kwargs: Any) -> None:
+    """django-q2 `post_spawn` receiver: this worker process handles SIGTERM (see above)."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+class GracefulSentinel(Sentinel):
+    """django-q2's sentinel, ignoring SIGTERM and passing it on to its workers when it stops."""
+
+    def __init__(
+        self,
+        stop_event: Any,
+        start_event: Any,
+        cluster_id: Any,
+        broker: Any = None,
+        timeout: Any = None,
+        start: bool = True,
+    ) -> None:
+        super().__init__(stop_event, start_event, cluster_id, broker, timeout, start=False)
+        # Inherited by the workers, monitor and pusher forked from here.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if start:
+            self.start()
+
+    def stop(self) -> None:
+        for process in list(self.pool):
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(process.pid, signal.SIGTERM)
+        super().stop()
