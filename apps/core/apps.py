@@ -11,3 +11,4 @@ class CoreConfig(AppConfig):
             metrics,  # noqa: F401 - declares the app's metrics
             periodic,  # noqa: F401 - registers the periodic tasks
         )
+        from apps.core.api import converters  # noqa: F401 - registers the API's path converters

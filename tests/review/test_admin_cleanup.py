@@ -13,6 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.core.cleanup import cleanup_run
+from apps.core.permissions import reviewer_permission
 from apps.core.schedules import periodic_tasks
 from apps.jobs.models import Job
 from apps.review.models import GradingAttempt, ReviewClaim, ReviewRecord
@@ -120,11 +121,7 @@ def test_reaper_is_a_periodic_task() -> None:
 
 
 def test_reviewer_permission_exists() -> None:
-    from django.contrib.auth.models import Permission
-
-    assert Permission.objects.filter(
-        content_type__app_label="review", codename="can_review"
-    ).exists()
+    assert reviewer_permission() is not None
 
 
 def test_periodic_reaper_task_runs(user: User) -> None:

@@ -4,6 +4,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from apps.core.permissions import user_is_reviewer
+
 
 class UserSerializer(serializers.Serializer[Any]):
     """A user as every response shows one: `{"id", "username"}`."""
@@ -17,7 +19,7 @@ class MeSerializer(UserSerializer):
     is_reviewer = serializers.SerializerMethodField()
 
     def get_is_reviewer(self, user: Any) -> bool:
-        return bool(user.has_perm("review.can_review"))
+        return user_is_reviewer(user)
 
 
 class ErrorSerializer(serializers.Serializer[Any]):

@@ -14,7 +14,6 @@ from apps.review.services.review import (
     review_claim_release,
     review_complete,
     submission_regrade,
-    user_is_reviewer,
 )
 
 __all__ = [
@@ -29,5 +28,4 @@ __all__ = [
     "review_claim_release",
     "review_complete",
     "submission_regrade",
-    "user_is_reviewer",
 ]
