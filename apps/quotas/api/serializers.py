@@ -11,8 +11,10 @@ from apps.quotas.models import Reservation, ReservationState
 
 
 class ReservationTtlInputSerializer(serializers.Serializer[Any]):
-    """`ttl_seconds`: 10 to QUOTA_RESERVATION_MAX_TTL, read when the serializer is built so
-    that the schema's `maximum` is the server's."""
+    """How long the reservation holds its slot."""
+
+    # Built per instance: the limit is a setting, and the schema's `maximum` must be the
+    # server's.
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         maximum = int(settings.QUOTA_RESERVATION_MAX_TTL)
