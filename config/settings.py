@@ -18,6 +18,8 @@ import django_stubs_ext
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from apps.core.api.converters import PATH_CONVERTER_SCHEMAS
+
 # Lets generic classes (ModelAdmin[Model], QuerySet[Model]) be subscripted at run time.
 django_stubs_ext.monkeypatch()
 
@@ -88,7 +90,6 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
-    "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     # Before django_q: its `qcluster` command replaces django-q2's (apps/core/cluster.py).
@@ -133,6 +134,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "apps.core.context_processors.reviewer",
             ],
         },
     },
@@ -253,8 +255,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
         "rest_framework.parsers.FormParser",
     ],
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "apps.core.api.schema.ApiAutoSchema",
     "EXCEPTION_HANDLER": "apps.core.handlers.api_exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -284,7 +285,13 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "SubmissionStatusEnum": "apps.submissions.models.SubmissionStatus",
         "JobStatusEnum": "apps.jobs.models.JobStatus",
+        "ReservationStateEnum": "apps.quotas.models.ReservationState",
+        "LifeStateEnum": "apps.schedule.models.LifeState",
+        "PlanStateEnum": "apps.schedule.models.PlanState",
+        "TaskRunStateEnum": "apps.schedule.models.TaskRun.State",
     },
+    # Path parameters carry the pattern of the path converter that checks them.
+    "PATH_CONVERTER_OVERRIDES": PATH_CONVERTER_SCHEMAS,
 }
 
 # --- Task queue (django-q2) -------------------------------------------------------------------

@@ -3,9 +3,11 @@ from __future__ import annotations
 from typing import Any, cast
 
 import factory
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from factory.declarations import LazyAttribute, PostGenerationMethodCall, Sequence
 from factory.helpers import post_generation
+
+from apps.core.permissions import reviewer_permission
 
 
 class UserFactory(factory.django.DjangoModelFactory[User]):
@@ -21,10 +23,7 @@ class UserFactory(factory.django.DjangoModelFactory[User]):
     @post_generation
     def reviewer(self, create: bool, extracted: bool | None, **kwargs: object) -> None:
         if create and extracted:
-            permission = Permission.objects.get(
-                content_type__app_label="review", codename="can_review"
-            )
-            self.user_permissions.add(permission)  # type: ignore[attr-defined]
+            self.user_permissions.add(reviewer_permission())  # type: ignore[attr-defined]
 
     @post_generation
     def save_after(self, create: bool, extracted: object, **kwargs: object) -> None:

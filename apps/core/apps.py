@@ -13,6 +13,7 @@ class CoreConfig(AppConfig):
             metrics,  # noqa: F401 - declares the app's metrics
             registry,  # noqa: F401 - the hourly cleanup task
         )
+        from apps.core.api import converters  # noqa: F401 - registers the API's path converters
         from apps.core.cluster import worker_signals_install
 
         post_spawn.connect(worker_signals_install, dispatch_uid="core.worker_signals")

@@ -35,7 +35,8 @@ class DomainError(Exception):
 
 
 class InvalidRequest(DomainError):
-    """Input that fails validation; `fields` maps a field name to its messages."""
+    """Input that fails validation; `fields` maps a field name to its messages (or, for a
+    nested object, to that object's fields)."""
 
     code = "invalid_request"
     http_status = HTTPStatus.BAD_REQUEST
@@ -45,7 +46,7 @@ class InvalidRequest(DomainError):
         self,
         message: str | None = None,
         *,
-        fields: dict[str, list[str]] | None = None,
+        fields: dict[str, Any] | None = None,
         extra: dict[str, Any] | None = None,
     ) -> None:
         merged = dict(extra or {})

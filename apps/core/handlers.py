@@ -46,10 +46,45 @@ def _flatten(detail: Any) -> list[str]:
     return [str(detail)]
 
 
-def _fields(detail: Any) -> dict[str, list[str]]:
+def _messages(detail: Any) -> Any:
+    """A field's errors as JSON: a list of messages, or, for a nested serializer, an object of
+    its fields (a list of such objects for `many=True`, `{}` where an item is valid)."""
     if isinstance(detail, Mapping):
-        return {str(name): _flatten(value) for name, value in detail.items()}
-    return {"non_field_errors": _flatten(detail)}
+        return {str(name): _messages(value) for name, value in detail.items()}
+    if isinstance(detail, list | tuple):
+        if any(isinstance(item, Mapping | list | tuple) for item in detail):
+            return [_messages(item) for item in detail]
+        return [str(item) for item in detail]
+    return [str(detail)]
+
+
+def validation_fields(detail: Any) -> dict[str, Any]:
+    """The SPEC's `fields` of a validation error: `{"name": ["message", ...]}`, nested the way
+    the input is (`{"birth": {"method": ["..."]}}`), never a Python repr."""
+    if isinstance(detail, Mapping):
+        return {str(name): _messages(value) for name, value in detail.items()}
+    return {"non_field_errors": [str(msg) for msg in _flatten(detail)]}
+
+
+def _first_errors(fields: Mapping[str, Any], prefix: str = "") -> list[str]:
+    found: list[str] = []
+    for name, value in fields.items():
+        nested = f"{prefix}.{name}" if prefix else name
+        path = prefix if name == "non_field_errors" else nested
+        if isinstance(value, Mapping):
+            found.extend(_first_errors(value, path))
+        elif value and all(isinstance(item, str) for item in value):
+            found.append(f"{path}: {value[0]}" if path else value[0])
+        else:
+            for index, item in enumerate(value):
+                if isinstance(item, Mapping):
+                    found.extend(_first_errors(item, f"{path}[{index}]"))
+    return found
+
+
+def validation_message(fields: Mapping[str, Any]) -> str:
+    """One line for `error`: the first message of each failing field, with its path."""
+    return "; ".join(_first_errors(fields)) or "Invalid request."
 
 
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -82,13 +117,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return response
 
     if isinstance(exc, exceptions.ValidationError):
-        fields = _fields(exc.detail)
-        message = "; ".join(
-            f"{name}: {msgs[0]}" if name != "non_field_errors" else msgs[0]
-            for name, msgs in fields.items()
-            if msgs
-        )
-        response.data = error_body("invalid_request", message or "Invalid request.", fields=fields)
+        fields = validation_fields(exc.detail)
+        response.data = error_body("invalid_request", validation_message(fields), fields=fields)
         return response
 
     if isinstance(exc, Http404):

@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.mixins import LoginRequiredMixin, PermissionRequiredMixin
+from django.contrib.auth.mixins import LoginRequiredMixin, UserPassesTestMixin
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.views.generic import TemplateView
+
+from apps.core.permissions import user_is_reviewer
 
 
 class SubmitPage(LoginRequiredMixin, TemplateView):
@@ -42,9 +44,17 @@ class LeaderboardPage(LoginRequiredMixin, TemplateView):
         return super().dispatch(request, *args, **kwargs)
 
 
-class ReviewPage(PermissionRequiredMixin, TemplateView):
+class ReviewerRequiredMixin(UserPassesTestMixin):
+    """Reviewers only: a visitor is sent to the login page, a signed-in non-reviewer gets 403."""
+
+    request: HttpRequest
+
+    def test_func(self) -> bool:
+        return user_is_reviewer(self.request.user)
+
+
+class ReviewPage(ReviewerRequiredMixin, TemplateView):
     template_name = "pages/review.html"
-    permission_required = "review.can_review"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)

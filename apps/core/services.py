@@ -7,13 +7,14 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser, Permission
+from django.contrib.auth.models import AbstractUser
 from django.db import transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from apps.core.exceptions import DemoAccountsDisabled
 from apps.core.models import Heartbeat
+from apps.core.permissions import reviewer_permission
 
 User = get_user_model()
 
@@ -51,7 +52,7 @@ def demo_accounts_ensure(*, password: str) -> list[Account]:
     Only with `DEBUG` on (DemoAccountsDisabled otherwise, creating nothing): the accounts have
     a published password and `admin` is a superuser. Idempotent: existing users keep their
     passwords and tokens; their current tokens are returned. The reviewer gets
-    `review.can_review` when the review app defines it.
+    the reviewer permission (`apps.core.permissions`) when the review app defines it.
     """
     demo_accounts_assert_allowed()
     accounts: list[Account] = []
@@ -59,9 +60,7 @@ def demo_accounts_ensure(*, password: str) -> list[Account]:
         _, token = _account_ensure(username="demo", password=password)
         accounts.append(Account("demo", password, token, "user"))
         reviewer, token = _account_ensure(username="reviewer", password=password)
-        permission = Permission.objects.filter(
-            content_type__app_label="review", codename="can_review"
-        ).first()
+        permission = reviewer_permission()
         if permission is not None:
             reviewer.user_permissions.add(permission)
         accounts.append(Account("reviewer", password, token, "reviewer"))

@@ -5,10 +5,7 @@ from __future__ import annotations
 from http import HTTPStatus
 
 from apps.core.exceptions import DomainError, PermissionDenied
-
-
-class NotReviewer(PermissionDenied):
-    default_message = "Only reviewers (permission review.can_review) may do this."
+from apps.core.permissions import NotReviewer as NotReviewer
 
 
 class StaffOnly(PermissionDenied):

@@ -11,3 +11,6 @@ class ScheduleConfig(AppConfig):
             metrics,  # noqa: F401 - declares the app's metrics
             registry,  # noqa: F401 - cleanup, health, periodic, topics
         )
+        from apps.schedule.api.schema import header_booking_document
+
+        header_booking_document()

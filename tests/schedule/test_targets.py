@@ -63,7 +63,8 @@ def test_a_relative_path_that_is_not_an_api_route_is_refused_at_booking(
 
 
 @pytest.mark.parametrize(
-    "path", ["/api/me/", "/api/quotas/me/", "/api/jobs/?status=queued", "/api/jobs/abc/cancel/"]
+    "path",
+    ["/api/me/", "/api/quotas/me/", "/api/jobs/?status=queued", f"/api/jobs/{'0' * 32}/cancel/"],
 )
 def test_a_relative_path_to_an_api_route_is_accepted(user_client: APIClient, path: str) -> None:
     response = user_client.post(URL, _point(path), format="json")

@@ -1,9 +1,17 @@
-"""OpenAPI helpers: document error responses with the one error body."""
+"""OpenAPI: the one error body on every operation, and the answers every operation can give.
+
+`ApiAutoSchema` (the project's `DEFAULT_SCHEMA_CLASS`) adds to each operation what applies to
+the whole API rather than to one view: 403/404 for a path with an id (ownership, unknown id),
+and whatever an app registers with `operation_responses_register` (the schedule app: the 202
+of a header booking and its refusals, on every operation a header booking can target).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse
 
 from apps.core.api.serializers import ErrorSerializer
@@ -22,13 +30,48 @@ _DESCRIPTIONS = {
 }
 
 
+def error_response(status: int, description: str | None = None) -> OpenApiResponse:
+    return OpenApiResponse(
+        ErrorSerializer, description=description or _DESCRIPTIONS.get(status, "Error.")
+    )
+
+
 def error_responses(*statuses: int, **descriptions: str) -> dict[int, Any]:
     """`{status: OpenApiResponse(ErrorSerializer)}` for `@extend_schema(responses=...)`.
 
     401 is always included. `descriptions` override by `_<status>`: `_409="... codes ..."`.
     """
-    result: dict[int, Any] = {}
-    for status in sorted({401, *statuses}):
-        text = descriptions.get(f"_{status}", _DESCRIPTIONS.get(status, "Error."))
-        result[status] = OpenApiResponse(ErrorSerializer, description=text)
-    return result
+    return {
+        status: error_response(status, descriptions.get(f"_{status}"))
+        for status in sorted({401, *statuses})
+    }
+
+
+#: (does it apply to this path?, {status: response}) pairs registered by apps.
+_OPERATION_RESPONSES: list[tuple[Callable[[str], bool], dict[int, Any]]] = []
+
+
+def operation_responses_register(applies: Callable[[str], bool], responses: dict[int, Any]) -> None:
+    """Document `responses` on every operation whose path `applies` (unless it documents that
+    status itself). Call from an `AppConfig.ready()`."""
+    _OPERATION_RESPONSES.append((applies, responses))
+
+
+class ApiAutoSchema(AutoSchema):
+    def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
+        responses: dict[str, Any] = super()._get_response_bodies(direction)
+        if not responses.get("200", responses.get("201")):
+            return responses
+        extra: dict[int, Any] = {}
+        if "{" in self.path:
+            extra[403] = error_response(403)
+            extra[404] = error_response(404, "Unknown id (`not_found`), or a malformed one.")
+        for applies, registered in _OPERATION_RESPONSES:
+            if applies(self.path):
+                extra.update(registered)
+        for status, response in sorted(extra.items()):
+            if str(status) not in responses:
+                responses[str(status)] = self._get_response_for_code(
+                    response, str(status), None, direction
+                )
+        return dict(sorted(responses.items()))

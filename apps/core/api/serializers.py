@@ -2,7 +2,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+
+from apps.core.permissions import user_is_reviewer
 
 
 class UserSerializer(serializers.Serializer[Any]):
@@ -17,7 +20,22 @@ class MeSerializer(UserSerializer):
     is_reviewer = serializers.SerializerMethodField()
 
     def get_is_reviewer(self, user: Any) -> bool:
-        return bool(user.has_perm("review.can_review"))
+        return user_is_reviewer(user)
+
+
+# A field's messages, or (a nested object) that object's fields, or (a list of objects) one
+# such object per item, `{}` where an item is valid.
+_FIELD_ERRORS = {
+    "anyOf": [
+        {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "object"}]}},
+        {"type": "object"},
+    ]
+}
+
+
+@extend_schema_field({"type": "object", "additionalProperties": _FIELD_ERRORS})
+class FieldErrorsField(serializers.DictField):
+    pass
 
 
 class ErrorSerializer(serializers.Serializer[Any]):
@@ -26,10 +44,10 @@ class ErrorSerializer(serializers.Serializer[Any]):
     success = serializers.BooleanField(default=False)
     code = serializers.CharField(help_text="Machine-readable error code.")
     error = serializers.CharField(help_text="Human-readable message.")
-    fields = serializers.DictField(  # type: ignore[assignment]
-        child=serializers.ListField(child=serializers.CharField()),
+    fields = FieldErrorsField(  # type: ignore[assignment]
         required=False,
-        help_text="Per-field messages, on validation errors.",
+        help_text='Per-field messages on validation errors: `{"name": ["message"]}`, nested '
+        'like the input for an object (`{"birth": {"method": ["..."]}}`).',
     )
 
 

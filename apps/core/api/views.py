@@ -5,22 +5,21 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
-from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from apps.core.api.base import ApiView, PublicApiView
 from apps.core.api.schema import error_responses
 from apps.core.api.serializers import ApiIndexSerializer, MeSerializer
 from apps.core.health import health_report
 
 
-class MeApi(APIView):
+class MeApi(ApiView):
     """The authenticated user."""
 
     @extend_schema(responses={200: MeSerializer, **error_responses()}, operation_id="me_retrieve")
     def get(self, request: Request) -> Response:
-        return Response(MeSerializer(request.user).data)
+        return self.respond(MeSerializer, self.user)
 
 
 # The collections of the API, each with what it holds (SPEC §10: `GET /api/` is an index).
@@ -37,10 +36,9 @@ API_COLLECTIONS = {
 }
 
 
-class ApiIndexApi(APIView):
+class ApiIndexApi(PublicApiView):
     """No auth: where everything is, for a newcomer and for clients that discover."""
 
-    permission_classes = [AllowAny]
     authentication_classes: list[Any] = []
 
     @extend_schema(
@@ -50,7 +48,8 @@ class ApiIndexApi(APIView):
     )
     def get(self, request: Request) -> Response:
         root = request.build_absolute_uri("/api/")
-        return Response(
+        return self.respond(
+            ApiIndexSerializer,
             {
                 "name": "Yoyaku API",
                 "schema": root + "schema/",
@@ -60,14 +59,13 @@ class ApiIndexApi(APIView):
                     name: {"url": root + path, "description": description}
                     for name, (path, description) in API_COLLECTIONS.items()
                 },
-            }
+            },
         )
 
 
-class ApiNotFound(APIView):
+class ApiNotFound(PublicApiView):
     """Any unknown path under /api/: a JSON 404, never Django's HTML page."""
 
-    permission_classes = [AllowAny]
     authentication_classes: list[Any] = []
     schema = None
 

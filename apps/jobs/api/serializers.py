@@ -50,22 +50,28 @@ class JobSubmitInputSerializer(serializers.Serializer[Any]):
         return value
 
 
-class JobSubmitOutputSerializer(serializers.Serializer[Any]):
-    success = serializers.BooleanField(default=True)
-    job_id = serializers.CharField()
-    status = serializers.ChoiceField(choices=JobStatus.choices)
-    idempotent_hit = serializers.BooleanField()
+class JobReplayOutputSerializer(serializers.Serializer[Any]):
+    """A `SubmitResult` answered as a replay of its key's job."""
+
+    success = serializers.SerializerMethodField()
+    job_id = serializers.CharField(source="job.pk")
+    status = serializers.ChoiceField(
+        source="job.status", choices=JobStatus.choices, help_text="The job's current status."
+    )
+    idempotent_hit = serializers.SerializerMethodField()
+
+    def get_success(self, result: Any) -> bool:
+        return True
+
+    def get_idempotent_hit(self, result: Any) -> bool:
+        return not result.created
+
+
+class JobSubmitOutputSerializer(JobReplayOutputSerializer):
+    """A `SubmitResult` that made a new job."""
+
     quota_warnings = serializers.ListField(child=serializers.CharField())
     cost_limit_warning = serializers.CharField(allow_null=True)
-
-
-class JobReplayOutputSerializer(serializers.Serializer[Any]):
-    success = serializers.BooleanField(default=True)
-    job_id = serializers.CharField()
-    status = serializers.ChoiceField(
-        choices=JobStatus.choices, help_text="The job's current status."
-    )
-    idempotent_hit = serializers.BooleanField()
 
 
 class JobOutputSerializer(serializers.ModelSerializer[Job]):
@@ -104,7 +110,7 @@ class JobListQuerySerializer(serializers.Serializer[Any]):
 
 
 class JobLogsOutputSerializer(serializers.Serializer[Any]):
-    job_id = serializers.CharField()
+    job_id = serializers.CharField(source="pk")
     status = serializers.ChoiceField(choices=JobStatus.choices)
     logs = serializers.CharField(
         allow_blank=True, help_text="The grader's captured output (capped), empty until it ran."

@@ -4,7 +4,7 @@ from apps.jobs.api.views import JobCancelApi, JobDetailApi, JobListCreateApi, Jo
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("jobs/", JobListCreateApi.as_view(), name="jobs"),
-    path("jobs/<str:job_id>/", JobDetailApi.as_view(), name="job-detail"),
-    path("jobs/<str:job_id>/cancel/", JobCancelApi.as_view(), name="job-cancel"),
-    path("jobs/<str:job_id>/logs/", JobLogsApi.as_view(), name="job-logs"),
+    path("jobs/<hexid:job_id>/", JobDetailApi.as_view(), name="job-detail"),
+    path("jobs/<hexid:job_id>/cancel/", JobCancelApi.as_view(), name="job-cancel"),
+    path("jobs/<hexid:job_id>/logs/", JobLogsApi.as_view(), name="job-logs"),
 ]

@@ -1,14 +1,12 @@
 from __future__ import annotations
 
 from http import HTTPStatus
-from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from apps.core.api.base import ApiView
 from apps.core.api.schema import error_responses
 from apps.jobs.api.serializers import (
     JobListQuerySerializer,
@@ -34,10 +32,8 @@ _SUBMIT_429 = (
 )
 
 
-class JobListCreateApi(APIView):
+class JobListCreateApi(ApiView):
     """List your jobs, or enqueue a job for one of your draft submissions."""
-
-    parser_classes = [JSONParser]
 
     @extend_schema(
         operation_id="jobs_list",
@@ -45,10 +41,9 @@ class JobListCreateApi(APIView):
         responses={200: JobOutputSerializer(many=True), **error_responses(400)},
     )
     def get(self, request: Request) -> Response:
-        query = JobListQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        jobs = job_list(user=request.user, status=query.validated_data.get("status"))
-        return Response(JobOutputSerializer(jobs, many=True).data)
+        query = self.query(JobListQuerySerializer)
+        jobs = job_list(user=self.user, status=query.get("status"))
+        return self.respond(JobOutputSerializer, jobs, many=True)
 
     @extend_schema(
         operation_id="jobs_submit",
@@ -83,15 +78,13 @@ class JobListCreateApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        data = JobSubmitInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values: dict[str, Any] = data.validated_data
+        values = self.body(JobSubmitInputSerializer)
         key = idempotency_key_resolve(
             body_key=values.get("idempotency_key"),
             header_key=request.headers.get("Idempotency-Key"),
         )
         result = job_submit(
-            user=request.user,  # type: ignore[arg-type]
+            user=self.user,
             submission_id=values["submission_id"],
             config=values.get("config"),
             reservation_id=values.get("reservation_id") or None,
@@ -99,39 +92,22 @@ class JobListCreateApi(APIView):
             idempotency_ttl_hours=values.get("idempotency_ttl_hours"),
         )
         if not result.created:
-            body = {
-                "success": True,
-                "job_id": result.job.pk,
-                "status": result.job.status,
-                "idempotent_hit": True,
-            }
-            return Response(body, status=HTTPStatus.OK, headers={"Idempotent-Replayed": "true"})
-        body = {
-            "success": True,
-            "job_id": result.job.pk,
-            "status": result.job.status,
-            "idempotent_hit": False,
-            "quota_warnings": result.quota_warnings,
-            "cost_limit_warning": result.cost_limit_warning,
-        }
-        return Response(body, status=HTTPStatus.CREATED)
+            return self.respond(
+                JobReplayOutputSerializer, result, headers={"Idempotent-Replayed": "true"}
+            )
+        return self.respond(JobSubmitOutputSerializer, result, status=HTTPStatus.CREATED)
 
 
-class JobDetailApi(APIView):
-    parser_classes = [JSONParser]
-
+class JobDetailApi(ApiView):
     @extend_schema(
         operation_id="jobs_retrieve",
         responses={200: JobOutputSerializer, **error_responses(403, 404)},
     )
     def get(self, request: Request, job_id: str) -> Response:
-        job = job_get(job_id=job_id, user=request.user)
-        return Response(JobOutputSerializer(job).data)
+        return self.respond(JobOutputSerializer, job_get(job_id=job_id, user=self.user))
 
 
-class JobCancelApi(APIView):
-    parser_classes = [JSONParser]
-
+class JobCancelApi(ApiView):
     @extend_schema(
         operation_id="jobs_cancel",
         request=None,
@@ -143,19 +119,13 @@ class JobCancelApi(APIView):
         },
     )
     def post(self, request: Request, job_id: str) -> Response:
-        job = job_cancel(job_id=job_id, user=request.user)  # type: ignore[arg-type]
-        return Response(JobOutputSerializer(job).data)
+        return self.respond(JobOutputSerializer, job_cancel(job_id=job_id, user=self.user))
 
 
-class JobLogsApi(APIView):
-    parser_classes = [JSONParser]
-
+class JobLogsApi(ApiView):
     @extend_schema(
         operation_id="jobs_logs",
         responses={200: JobLogsOutputSerializer, **error_responses(403, 404)},
     )
     def get(self, request: Request, job_id: str) -> Response:
-        job = job_get(job_id=job_id, user=request.user)
-        return Response(
-            {"job_id": job.pk, "status": job.status, "logs": job.logs, "error": job.error}
-        )
+        return self.respond(JobLogsOutputSerializer, job_get(job_id=job_id, user=self.user))

@@ -11,20 +11,23 @@ from apps.quotas.models import Reservation, ReservationState
 
 
 class ReservationTtlInputSerializer(serializers.Serializer[Any]):
-    ttl_seconds = serializers.IntegerField(
-        required=False,
-        min_value=10,
-        help_text="Seconds the slot is held (default QUOTA_RESERVATION_TTL = 300; "
-        "10 to QUOTA_RESERVATION_MAX_TTL = 3600).",
-    )
+    """How long the reservation holds its slot."""
 
-    def validate_ttl_seconds(self, value: int) -> int:
+    # Built per instance: the limit is a setting, and the schema's `maximum` must be the
+    # server's.
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         maximum = int(settings.QUOTA_RESERVATION_MAX_TTL)
-        if value > maximum:
-            raise serializers.ValidationError(
-                f"Ensure this value is less than or equal to {maximum}."
+        return {
+            "ttl_seconds": serializers.IntegerField(
+                required=False,
+                min_value=10,
+                max_value=maximum,
+                help_text="Seconds the slot is held (default QUOTA_RESERVATION_TTL = "
+                f"{int(settings.QUOTA_RESERVATION_TTL)}; 10 to QUOTA_RESERVATION_MAX_TTL = "
+                f"{maximum}).",
             )
-        return value
+        }
 
 
 class ReservationOutputSerializer(serializers.Serializer[Any]):

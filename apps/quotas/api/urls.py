@@ -11,12 +11,12 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("quotas/me/", QuotaMeApi.as_view(), name="quota-me"),
     path("quotas/reservations/", ReservationListCreateApi.as_view(), name="reservations"),
     path(
-        "quotas/reservations/<str:reservation_id>/release/",
+        "quotas/reservations/<hexid:reservation_id>/release/",
         ReservationReleaseApi.as_view(),
         name="reservation-release",
     ),
     path(
-        "quotas/reservations/<str:reservation_id>/extend/",
+        "quotas/reservations/<hexid:reservation_id>/extend/",
         ReservationExtendApi.as_view(),
         name="reservation-extend",
     ),

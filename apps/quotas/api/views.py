@@ -4,11 +4,10 @@ from http import HTTPStatus
 
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from apps.core.api.base import ApiView
 from apps.core.api.schema import error_responses
 from apps.quotas.api.serializers import (
     QuotaMeOutputSerializer,
@@ -21,29 +20,26 @@ from apps.quotas.services import reservation_extend, reservation_release, reserv
 _NOT_ACTIVE = "`reservation_not_active`: the reservation is consumed or expired."
 
 
-class QuotaMeApi(APIView):
-    parser_classes = [JSONParser]
-
+class QuotaMeApi(ApiView):
     @extend_schema(
         operation_id="quotas_me", responses={200: QuotaMeOutputSerializer, **error_responses()}
     )
     def get(self, request: Request) -> Response:
-        return Response(QuotaMeOutputSerializer(quota_status(user=request.user)).data)
+        return self.respond(QuotaMeOutputSerializer, quota_status(user=self.user))
 
 
-class ReservationListCreateApi(APIView):
+class ReservationListCreateApi(ApiView):
     """Your reservations (with their state now), or reserve a concurrent-job slot."""
-
-    parser_classes = [JSONParser]
 
     @extend_schema(
         operation_id="quotas_reservations_list",
         responses={200: ReservationOutputSerializer(many=True), **error_responses()},
     )
     def get(self, request: Request) -> Response:
-        reservations = reservation_list(user=request.user)
-        context = {"now": timezone.now()}
-        return Response(ReservationOutputSerializer(reservations, many=True, context=context).data)
+        reservations = reservation_list(user=self.user)
+        return self.respond(
+            ReservationOutputSerializer, reservations, many=True, now=timezone.now()
+        )
 
     @extend_schema(
         operation_id="quotas_reservations_reserve",
@@ -54,18 +50,12 @@ class ReservationListCreateApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        data = ReservationTtlInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        reservation = reservation_reserve(
-            user=request.user,  # type: ignore[arg-type]
-            ttl_seconds=data.validated_data.get("ttl_seconds"),
-        )
-        return Response(ReservationOutputSerializer(reservation).data, status=HTTPStatus.CREATED)
+        data = self.body(ReservationTtlInputSerializer)
+        reservation = reservation_reserve(user=self.user, ttl_seconds=data.get("ttl_seconds"))
+        return self.respond(ReservationOutputSerializer, reservation, status=HTTPStatus.CREATED)
 
 
-class ReservationReleaseApi(APIView):
-    parser_classes = [JSONParser]
-
+class ReservationReleaseApi(ApiView):
     @extend_schema(
         operation_id="quotas_reservations_release",
         request=None,
@@ -75,16 +65,11 @@ class ReservationReleaseApi(APIView):
         },
     )
     def post(self, request: Request, reservation_id: str) -> Response:
-        reservation = reservation_release(
-            reservation_id=reservation_id,
-            user=request.user,  # type: ignore[arg-type]
-        )
-        return Response(ReservationOutputSerializer(reservation).data)
+        reservation = reservation_release(reservation_id=reservation_id, user=self.user)
+        return self.respond(ReservationOutputSerializer, reservation)
 
 
-class ReservationExtendApi(APIView):
-    parser_classes = [JSONParser]
-
+class ReservationExtendApi(ApiView):
     @extend_schema(
         operation_id="quotas_reservations_extend",
         request=ReservationTtlInputSerializer,
@@ -101,11 +86,8 @@ class ReservationExtendApi(APIView):
         },
     )
     def post(self, request: Request, reservation_id: str) -> Response:
-        data = ReservationTtlInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = self.body(ReservationTtlInputSerializer)
         reservation = reservation_extend(
-            reservation_id=reservation_id,
-            user=request.user,  # type: ignore[arg-type]
-            ttl_seconds=data.validated_data.get("ttl_seconds"),
+            reservation_id=reservation_id, user=self.user, ttl_seconds=data.get("ttl_seconds")
         )
-        return Response(ReservationOutputSerializer(reservation).data)
+        return self.respond(ReservationOutputSerializer, reservation)

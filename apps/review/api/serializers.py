@@ -3,12 +3,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.core.api.serializers import UserSerializer
 from apps.core.validation import NUL_MESSAGE, contains_nul
 from apps.review.models import ReviewVerdict
 from apps.review.services.review import MAX_COMMENT_LENGTH
+from apps.submissions.models import SubmissionStatus
 
 
 class NoNulCharField(serializers.CharField):
@@ -20,14 +22,21 @@ class NoNulCharField(serializers.CharField):
 
 
 class QueueRowSerializer(serializers.Serializer[Any]):
-    id = serializers.CharField()
+    """A row of `review_queue`; the context's `reviewers` maps a claimer's id to the user."""
+
+    id = serializers.CharField(source="pk")
     owner = UserSerializer()
     question_id = serializers.CharField()
     skill = serializers.CharField()
     score = serializers.FloatField(allow_null=True)
     created_at = serializers.DateTimeField()
-    claimed_by = UserSerializer(allow_null=True)
+    claimed_by = serializers.SerializerMethodField()
     claim_expires_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field(UserSerializer(allow_null=True))
+    def get_claimed_by(self, row: Any) -> dict[str, Any] | None:
+        reviewer = self.context["reviewers"].get(row.claim_reviewer_id)
+        return None if reviewer is None else dict(UserSerializer(reviewer).data)
 
 
 class QueueQuerySerializer(serializers.Serializer[Any]):
@@ -60,7 +69,7 @@ class CompleteInputSerializer(serializers.Serializer[Any]):
 
 class ReviewRecordSerializer(serializers.Serializer[Any]):
     id = serializers.CharField()
-    verdict = serializers.CharField()
+    verdict = serializers.ChoiceField(choices=ReviewVerdict.choices)
     score = serializers.FloatField(allow_null=True)
     comment = serializers.CharField()
     reviewer = UserSerializer()
@@ -68,16 +77,20 @@ class ReviewRecordSerializer(serializers.Serializer[Any]):
 
 
 class CompleteOutputSerializer(serializers.Serializer[Any]):
-    submission_id = serializers.CharField()
-    status = serializers.CharField()
-    score = serializers.FloatField(allow_null=True)
-    review = ReviewRecordSerializer()
+    """A `ReviewRecord` with the submission it judged."""
+
+    submission_id = serializers.CharField(source="submission.pk")
+    status = serializers.ChoiceField(source="submission.status", choices=SubmissionStatus.choices)
+    score = serializers.FloatField(source="submission.score", allow_null=True)
+    review = ReviewRecordSerializer(source="*")
 
 
 class RegradeOutputSerializer(serializers.Serializer[Any]):
-    submission_id = serializers.CharField()
-    status = serializers.CharField()
-    job_id = serializers.CharField()
+    """A regrade's result: the submission back in `pending` and its new job."""
+
+    submission_id = serializers.CharField(source="submission.pk")
+    status = serializers.ChoiceField(source="submission.status", choices=SubmissionStatus.choices)
+    job_id = serializers.CharField(source="job.pk")
 
 
 class LeaderboardQuerySerializer(serializers.Serializer[Any]):

@@ -2,7 +2,7 @@ from django.urls import URLPattern, URLResolver, path
 
 from apps.review.api import views
 
-_S = "review/submissions/<str:submission_id>/"
+_S = "review/submissions/<hexid:submission_id>/"
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("review/queue/", views.ReviewQueueApi.as_view(), name="review-queue"),

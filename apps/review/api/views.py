@@ -2,71 +2,43 @@
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from http import HTTPStatus
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny, BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from apps.core.api.base import ApiView, IsReviewer
 from apps.core.api.schema import error_responses
-from apps.core.exceptions import InvalidRequest, NotFound
 from apps.review import selectors, services
 from apps.review.api import serializers as s
-from apps.review.exceptions import NotReviewer
 
-_ID = OpenApiParameter("submission_id", str, OpenApiParameter.PATH, description="Submission id.")
 _CLAIMED = "`already_claimed` (another reviewer holds a live claim; the body has `claimed_by` "
 _CLAIMED += "and `claim_expires_at`), `own_submission` (you own it) or `invalid_transition` "
 _CLAIMED += "(not awaiting review)."
 
 
-_HEX_ID = re.compile(r"[0-9a-f]{32}")
-
-
-def _submission_id(raw: str) -> str:
-    """Ids are 32 lowercase hex characters; anything else (NUL included) cannot exist → 404."""
-    if not _HEX_ID.fullmatch(raw):
-        raise NotFound(f"Submission {raw[:64]!r} not found.")
-    return raw
-
-
-def _validated(serializer_class: type[Any], data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    if not serializer.is_valid():
-        raise InvalidRequest(fields={k: [str(m) for m in v] for k, v in serializer.errors.items()})
-    return dict(serializer.validated_data)
-
-
-def _claim_body(state: services.review.ClaimState) -> dict[str, Any]:
-    return {
-        "submission_id": state.submission_id,
-        "claimed_by": state.claimed_by,
-        "claim_expires_at": state.claim_expires_at,
-    }
-
-
-class ReviewDetailApi(APIView):
+class ReviewDetailApi(ApiView):
     """A submission as a reviewer needs it: files (small text files inline), the grader's
     output and every grading attempt. Reviewers only."""
 
+    permission_classes = [IsReviewer]
+
     @extend_schema(
-        parameters=[_ID],
         responses={200: s.ReviewDetailSerializer, **error_responses(403, 404)},
         operation_id="review_submission_detail",
     )
     def get(self, request: Request, submission_id: str) -> Response:
-        if not services.user_is_reviewer(request.user):
-            raise NotReviewer()
-        detail = selectors.review_detail(submission_id=_submission_id(submission_id))
-        return Response(s.ReviewDetailSerializer(detail).data)
+        detail = selectors.review_detail(submission_id=submission_id)
+        return self.respond(s.ReviewDetailSerializer, detail)
 
 
-class ReviewQueueApi(APIView):
+class ReviewQueueApi(ApiView):
     """review_pending submissions: unclaimed or expired first, oldest first. Reviewers only."""
+
+    permission_classes = [IsReviewer]
 
     @extend_schema(
         parameters=[s.QueueQuerySerializer],
@@ -74,47 +46,28 @@ class ReviewQueueApi(APIView):
         operation_id="review_queue",
     )
     def get(self, request: Request) -> Response:
-        if not services.user_is_reviewer(request.user):
-            raise NotReviewer()
-        query = _validated(s.QueueQuerySerializer, request.query_params)
+        query = self.query(s.QueueQuerySerializer)
         rows = list(selectors.review_queue(limit=query["limit"]))
         reviewers = selectors.users_by_id(
             {r.claim_reviewer_id for r in rows if r.claim_reviewer_id is not None}  # type: ignore[attr-defined]
         )
-        body = [
-            {
-                "id": row.pk,
-                "owner": row.owner,
-                "question_id": row.question_id,
-                "skill": row.skill,
-                "score": row.score,
-                "created_at": row.created_at,
-                "claimed_by": reviewers.get(row.claim_reviewer_id),  # type: ignore[attr-defined]
-                "claim_expires_at": row.claim_expires_at,  # type: ignore[attr-defined]
-            }
-            for row in rows
-        ]
-        return Response(s.QueueRowSerializer(body, many=True).data)
+        return self.respond(s.QueueRowSerializer, rows, many=True, reviewers=reviewers)
 
 
-class ReviewClaimApi(APIView):
+class ReviewClaimApi(ApiView):
     @extend_schema(
         request=None,
-        parameters=[_ID],
         responses={200: s.ClaimOutputSerializer, **error_responses(403, 404, 409, _409=_CLAIMED)},
         operation_id="review_claim",
     )
     def post(self, request: Request, submission_id: str) -> Response:
-        state = services.review_claim(
-            user=request.user, submission_id=_submission_id(submission_id)
-        )
-        return Response(s.ClaimOutputSerializer(_claim_body(state)).data)
+        state = services.review_claim(user=self.user, submission_id=submission_id)
+        return self.respond(s.ClaimOutputSerializer, state)
 
 
-class ReviewClaimExtendApi(APIView):
+class ReviewClaimExtendApi(ApiView):
     @extend_schema(
         request=None,
-        parameters=[_ID],
         responses={
             200: s.ClaimOutputSerializer,
             **error_responses(
@@ -128,16 +81,13 @@ class ReviewClaimExtendApi(APIView):
         operation_id="review_claim_extend",
     )
     def post(self, request: Request, submission_id: str) -> Response:
-        state = services.review_claim_extend(
-            user=request.user, submission_id=_submission_id(submission_id)
-        )
-        return Response(s.ClaimOutputSerializer(_claim_body(state)).data)
+        state = services.review_claim_extend(user=self.user, submission_id=submission_id)
+        return self.respond(s.ClaimOutputSerializer, state)
 
 
-class ReviewClaimReleaseApi(APIView):
+class ReviewClaimReleaseApi(ApiView):
     @extend_schema(
         request=None,
-        parameters=[_ID],
         responses={
             200: s.ReleaseOutputSerializer,
             **error_responses(403, 404, 409, _409="`not_claim_holder` (no live claim of yours)."),
@@ -145,16 +95,14 @@ class ReviewClaimReleaseApi(APIView):
         operation_id="review_claim_release",
     )
     def post(self, request: Request, submission_id: str) -> Response:
-        released = services.review_claim_release(
-            user=request.user, submission_id=_submission_id(submission_id)
-        )
-        return Response({"submission_id": submission_id, "released": released})
+        released = services.review_claim_release(user=self.user, submission_id=submission_id)
+        result = {"submission_id": submission_id, "released": released}
+        return self.respond(s.ReleaseOutputSerializer, result)
 
 
-class ReviewCompleteApi(APIView):
+class ReviewCompleteApi(ApiView):
     @extend_schema(
         request=s.CompleteInputSerializer,
-        parameters=[_ID],
         responses={
             200: s.CompleteOutputSerializer,
             **error_responses(
@@ -171,30 +119,22 @@ class ReviewCompleteApi(APIView):
         operation_id="review_complete",
     )
     def post(self, request: Request, submission_id: str) -> Response:
-        data = _validated(s.CompleteInputSerializer, request.data)
+        data = self.body(s.CompleteInputSerializer)
         record = services.review_complete(
-            user=request.user,
-            submission_id=_submission_id(submission_id),
+            user=self.user,
+            submission_id=submission_id,
             verdict=data["verdict"],
             score=data.get("score"),
             comment=data.get("comment", ""),
         )
-        submission = record.submission
-        body = {
-            "submission_id": submission.pk,
-            "status": submission.status,
-            "score": submission.score,
-            "review": record,
-        }
-        return Response(s.CompleteOutputSerializer(body).data)
+        return self.respond(s.CompleteOutputSerializer, record)
 
 
-class SubmissionRegradeApi(APIView):
+class SubmissionRegradeApi(ApiView):
     """Staff: completed/failed → pending with a new job (no quota charged)."""
 
     @extend_schema(
         request=None,
-        parameters=[_ID],
         responses={
             201: s.RegradeOutputSerializer,
             **error_responses(
@@ -208,18 +148,11 @@ class SubmissionRegradeApi(APIView):
         operation_id="review_regrade",
     )
     def post(self, request: Request, submission_id: str) -> Response:
-        result = services.submission_regrade(
-            user=request.user, submission_id=_submission_id(submission_id)
-        )
-        body = {
-            "submission_id": result.submission.pk,
-            "status": result.submission.status,
-            "job_id": result.job.pk,
-        }
-        return Response(s.RegradeOutputSerializer(body).data, status=201)
+        result = services.submission_regrade(user=self.user, submission_id=submission_id)
+        return self.respond(s.RegradeOutputSerializer, result, status=HTTPStatus.CREATED)
 
 
-class LeaderboardApi(APIView):
+class LeaderboardApi(ApiView):
     """Best completed score per user, ranked (ties: earlier completion first). Public while
     `LEADERBOARD_PUBLIC` is on (the default); otherwise authenticated like every endpoint."""
 
@@ -236,8 +169,8 @@ class LeaderboardApi(APIView):
         "without authentication.",
     )
     def get(self, request: Request) -> Response:
-        query = _validated(s.LeaderboardQuerySerializer, request.query_params)
+        query = self.query(s.LeaderboardQuerySerializer)
         rows = selectors.leaderboard(
             question_id=query.get("question_id"), skill=query.get("skill"), limit=query["limit"]
         )
-        return Response(s.LeaderboardRowSerializer(rows, many=True).data)
+        return self.respond(s.LeaderboardRowSerializer, rows, many=True)

@@ -8,7 +8,6 @@ from apps.review.services.review import (
     review_claims_purge,
     review_complete,
     submission_regrade,
-    user_is_reviewer,
 )
 
 __all__ = [
@@ -19,5 +18,4 @@ __all__ = [
     "review_claims_purge",
     "review_complete",
     "submission_regrade",
-    "user_is_reviewer",
 ]

@@ -17,13 +17,13 @@ from django.utils import timezone
 from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidRequest, InvalidTransition
 from apps.core.logcontext import current_request_id
+from apps.core.permissions import reviewer_require
 from apps.core.validation import contains_nul
 from apps.grading.services import grading_enqueue
 from apps.jobs.models import Job, JobStatus
 from apps.review.exceptions import (
     AlreadyClaimed,
     NotClaimHolder,
-    NotReviewer,
     OwnSubmission,
     RegradeConflict,
     StaffOnly,
@@ -41,19 +41,9 @@ AnyUser = AbstractBaseUser | AnonymousUser
 MAX_COMMENT_LENGTH = 10_000
 
 
-def user_is_reviewer(user: AnyUser) -> bool:
-    has_perm = getattr(user, "has_perm", None)
-    return bool(user.is_authenticated and has_perm is not None and has_perm("review.can_review"))
-
-
 def _user_id(user: AnyUser) -> int:
     pk: Any = user.pk
     return int(pk)
-
-
-def _require_reviewer(user: AnyUser) -> None:
-    if not user_is_reviewer(user):
-        raise NotReviewer()
 
 
 def _is_staff(user: AnyUser) -> bool:
@@ -111,7 +101,7 @@ def review_claim(*, user: AnyUser, submission_id: str) -> ClaimState:
     OwnSubmission (409, `user` owns it), InvalidTransition (409, not review_pending),
     AlreadyClaimed (409, with the holder).
     """
-    _require_reviewer(user)
+    reviewer_require(user)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
         _refuse_own(submission, user)
@@ -146,7 +136,7 @@ def review_claim_extend(*, user: AnyUser, submission_id: str) -> ClaimState:
     Raises NotReviewer, NotFound, OwnSubmission, InvalidTransition (not review_pending),
     NotClaimHolder (no live claim of `user`: expired, released or taken over).
     """
-    _require_reviewer(user)
+    reviewer_require(user)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
         _refuse_own(submission, user)
@@ -169,7 +159,7 @@ def review_claim_release(*, user: AnyUser, submission_id: str) -> bool:
     """
     staff = _is_staff(user)
     if not staff:
-        _require_reviewer(user)
+        reviewer_require(user)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
         claims = ReviewClaim.objects.filter(submission_id=submission.pk)
@@ -225,7 +215,7 @@ def review_complete(
     (bad verdict, score or comment), OwnSubmission, InvalidTransition (not review_pending,
     e.g. already finished), NotClaimHolder.
     """
-    _require_reviewer(user)
+    reviewer_require(user)
     if verdict not in ReviewVerdict.values:
         raise InvalidRequest(fields={"verdict": ["Must be approve or reject."]})
     if score is not None and not math.isfinite(score):

@@ -4,13 +4,40 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apps.core.api.converters import LIFE_UUID_PATTERN
 from apps.core.api.serializers import UserSerializer
-from apps.schedule.models import Life, LifeState, Plan, PlanAttempt, ScheduleType
+from apps.schedule.models import (
+    Life,
+    LifeState,
+    Plan,
+    PlanAttempt,
+    PlanKind,
+    PlanState,
+    ScheduleType,
+    TaskRun,
+)
 from apps.schedule.topics import topic_names
 
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+class MethodField(serializers.ChoiceField):
+    """An HTTP method in upper or lower case (the seed's examples use both), stored upper."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=[*METHODS, *(m.lower() for m in METHODS)], **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        return str(super().to_internal_value(data)).upper()
+
+
+@extend_schema_field({"type": "string", "enum": topic_names()})
+class TopicField(serializers.CharField):
+    """A registered topic. The schema lists them; the service refuses any other with its own
+    code (`unknown_topic`), so the check is not repeated here."""
 
 
 class ActionSerializer(serializers.Serializer[Any]):
@@ -23,7 +50,7 @@ class ActionSerializer(serializers.Serializer[Any]):
         "characters) or an absolute http(s) URL whose host is in "
         "SCHEDULE_WEBHOOK_ALLOWED_HOSTS.",
     )
-    method = serializers.CharField(max_length=10)
+    method = MethodField()
     headers = serializers.DictField(
         child=serializers.CharField(max_length=2000), required=False, allow_empty=True
     )
@@ -32,11 +59,6 @@ class ActionSerializer(serializers.Serializer[Any]):
     request_timeout = serializers.FloatField(required=False, min_value=0.1, max_value=300)
     retry_count = serializers.IntegerField(required=False, min_value=0, max_value=20)
     retry_interval = serializers.FloatField(required=False, min_value=0, max_value=86400)
-
-    def validate_method(self, value: str) -> str:
-        if value.upper() not in METHODS:
-            raise serializers.ValidationError(f"Must be one of {', '.join(METHODS)}.")
-        return value.upper()
 
 
 class TermSerializer(serializers.Serializer[Any]):
@@ -47,7 +69,13 @@ class TermSerializer(serializers.Serializer[Any]):
 
 
 class LifeCreateInputSerializer(serializers.Serializer[Any]):
-    life_uuid = serializers.CharField(required=False, max_length=36)
+    life_uuid = serializers.RegexField(
+        f"^{LIFE_UUID_PATTERN}$",
+        required=False,
+        max_length=36,
+        help_text="Your own id for the Life: 32 hex digits, any case, dashes of the 8-4-4-4-12 "
+        "form optional. Default: a new one.",
+    )
     schedule_type = serializers.ChoiceField(choices=ScheduleType.choices)
     resource_id = serializers.CharField(required=False, allow_blank=True, max_length=200)
     term = TermSerializer(required=False)
@@ -70,16 +98,9 @@ class LifeChangeInputSerializer(serializers.Serializer[Any]):
 
 
 class LifeListFilterSerializer(serializers.Serializer[Any]):
-    state = serializers.CharField(
-        required=False, max_length=20, help_text=f"One of: {', '.join(LifeState.values)}."
-    )
+    state = serializers.ChoiceField(choices=LifeState.choices, required=False)
     resource_id = serializers.CharField(required=False, max_length=200)
     schedule_type = serializers.ChoiceField(choices=ScheduleType.choices, required=False)
-
-    def validate_state(self, value: str) -> str:
-        if value not in LifeState.values:
-            raise serializers.ValidationError(f"Must be one of: {', '.join(LifeState.values)}.")
-        return value
 
 
 class PlanAttemptOutputSerializer(serializers.ModelSerializer[PlanAttempt]):
@@ -89,11 +110,8 @@ class PlanAttemptOutputSerializer(serializers.ModelSerializer[PlanAttempt]):
 
 
 class PlanOutputSerializer(serializers.ModelSerializer[Plan]):
-    kind = serializers.CharField(read_only=True, help_text="birth | death")
-    state = serializers.CharField(
-        read_only=True,
-        help_text="Standby | Preset | Running | Done | Failed | Invalidated | Cancelled",
-    )
+    kind = serializers.ChoiceField(choices=PlanKind.choices, read_only=True)
+    state = serializers.ChoiceField(choices=PlanState.choices, read_only=True)
 
     class Meta:
         model = Plan
@@ -109,9 +127,7 @@ class PlanDetailOutputSerializer(PlanOutputSerializer):
 
 class LifeOutputSerializer(serializers.ModelSerializer[Life]):
     owner = UserSerializer(read_only=True)
-    state = serializers.CharField(
-        read_only=True, help_text="Inexistent | Alive | Dead | Stillbirth"
-    )
+    state = serializers.ChoiceField(choices=LifeState.choices, read_only=True)
     plans = PlanOutputSerializer(many=True, read_only=True)
 
     class Meta:
@@ -137,15 +153,17 @@ class LifeDetailOutputSerializer(LifeOutputSerializer):
 
 
 class HeaderBookingOutputSerializer(serializers.Serializer[Any]):
-    life_uuid = serializers.CharField()
+    """The 202 of a request booked by `X-Schedule-Datetime` (any operation under /api/)."""
+
+    life_uuid = serializers.CharField(help_text="The point Life that replays the request.")
 
 
 class TaskInputSerializer(serializers.Serializer[Any]):
-    topic = serializers.CharField(max_length=100, help_text=f"One of: {', '.join(topic_names())}.")
+    topic = TopicField(max_length=100, help_text="A registered topic (see the enum).")
     content = serializers.DictField(required=False, default=dict)
 
 
 class TaskOutputSerializer(serializers.Serializer[Any]):
     task_id = serializers.CharField()
     topic = serializers.CharField()
-    state = serializers.CharField()
+    state = serializers.ChoiceField(choices=TaskRun.State.choices)

@@ -4,6 +4,6 @@ from apps.schedule.api.views import LifeDetailApi, LifeListCreateApi, TaskCreate
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("schedules/", LifeListCreateApi.as_view(), name="schedule-list"),
-    path("schedules/<str:life_uuid>/", LifeDetailApi.as_view(), name="schedule-detail"),
+    path("schedules/<life_uuid:life_uuid>/", LifeDetailApi.as_view(), name="schedule-detail"),
     path("schedule/tasks/", TaskCreateApi.as_view(), name="schedule-task-create"),
 ]

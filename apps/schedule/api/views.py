@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from http import HTTPStatus
-from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from apps.core.api.base import ApiView
 from apps.core.api.schema import error_responses
 from apps.schedule import selectors
 from apps.schedule.api.serializers import (
@@ -33,29 +31,18 @@ _400 = "`invalid_schedule` with `fields` (bad type, time, action, host, term len
 _409_CREATE = "`resource_conflict` (overlapping Life of the resource) or `life_exists`."
 
 
-def _validated(serializer_class: type[serializers.Serializer[Any]], data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    if not serializer.is_valid():
-        fields = {
-            str(name): [str(m) for m in (msgs if isinstance(msgs, list) else [msgs])]
-            for name, msgs in serializer.errors.items()
-        }
-        raise InvalidSchedule(
-            "; ".join(f"{n}: {m[0]}" for n, m in fields.items() if m), fields=fields
-        )
-    return dict(serializer.validated_data)
+class LifeListCreateApi(ApiView):
+    invalid_input_error = InvalidSchedule
 
-
-class LifeListCreateApi(APIView):
     @extend_schema(
         operation_id="schedules_list",
         parameters=[LifeListFilterSerializer],
         responses={200: LifeOutputSerializer(many=True), **error_responses(400)},
     )
     def get(self, request: Request) -> Response:
-        filters = _validated(LifeListFilterSerializer, request.query_params)
-        lives = selectors.life_list(user=request.user, **filters)  # type: ignore[arg-type]
-        return Response(LifeOutputSerializer(lives, many=True).data)
+        filters = self.query(LifeListFilterSerializer)
+        lives = selectors.life_list(user=self.user, **filters)
+        return self.respond(LifeOutputSerializer, lives, many=True)
 
     @extend_schema(
         operation_id="schedules_create",
@@ -76,26 +63,24 @@ class LifeListCreateApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        data = _validated(LifeCreateInputSerializer, request.data)
+        data = self.body(LifeCreateInputSerializer)
         spec = life_spec_build(data)
-        result = life_book(
-            user=request.user,  # type: ignore[arg-type]
-            spec=spec,
-            life_uuid=data.get("life_uuid"),
-        )
-        life = selectors.life_detail(life_uuid=result.life.life_uuid, user=request.user)  # type: ignore[arg-type]
+        result = life_book(user=self.user, spec=spec, life_uuid=data.get("life_uuid"))
+        life = selectors.life_detail(life_uuid=result.life.life_uuid, user=self.user)
         status = HTTPStatus.CREATED if result.created else HTTPStatus.OK
-        return Response(LifeDetailOutputSerializer(life).data, status=status)
+        return self.respond(LifeDetailOutputSerializer, life, status=status)
 
 
-class LifeDetailApi(APIView):
+class LifeDetailApi(ApiView):
+    invalid_input_error = InvalidSchedule
+
     @extend_schema(
         operation_id="schedules_retrieve",
         responses={200: LifeDetailOutputSerializer, **error_responses(403, 404)},
     )
     def get(self, request: Request, life_uuid: str) -> Response:
-        life = selectors.life_detail(life_uuid=life_uuid, user=request.user)  # type: ignore[arg-type]
-        return Response(LifeDetailOutputSerializer(life).data)
+        life = selectors.life_detail(life_uuid=life_uuid, user=self.user)
+        return self.respond(LifeDetailOutputSerializer, life)
 
     @extend_schema(
         operation_id="schedules_change",
@@ -109,20 +94,20 @@ class LifeDetailApi(APIView):
                 406,
                 409,
                 415,
-                _400=_400,
+                _400=_400 + " A field other than times and actions: `invalid_schedule`.",
                 _409="`resource_conflict`, or `plan_started` (only plans not yet started change).",
             ),
         },
     )
     def patch(self, request: Request, life_uuid: str) -> Response:
-        data = _validated(LifeChangeInputSerializer, request.data)
+        data = self.body(LifeChangeInputSerializer)
+        # Fields that cannot change (schedule_type, resource_id, ...) are refused by the
+        # service by name, never silently dropped.
         if isinstance(request.data, dict):
-            extra = sorted(set(request.data) - set(LifeChangeInputSerializer().fields))
-            if extra:
-                data.update({name: request.data[name] for name in extra})
-        life_change(user=request.user, life_uuid=life_uuid, data=data)  # type: ignore[arg-type]
-        life = selectors.life_detail(life_uuid=life_uuid, user=request.user)  # type: ignore[arg-type]
-        return Response(LifeDetailOutputSerializer(life).data)
+            data.update({k: v for k, v in request.data.items() if k not in data})
+        life_change(user=self.user, life_uuid=life_uuid, data=data)
+        life = selectors.life_detail(life_uuid=life_uuid, user=self.user)
+        return self.respond(LifeDetailOutputSerializer, life)
 
     @extend_schema(
         operation_id="schedules_cancel",
@@ -137,12 +122,12 @@ class LifeDetailApi(APIView):
         },
     )
     def delete(self, request: Request, life_uuid: str) -> Response:
-        life_cancel(life_uuid=life_uuid, user=request.user)  # type: ignore[arg-type]
-        life = selectors.life_detail(life_uuid=life_uuid, user=request.user)  # type: ignore[arg-type]
-        return Response(LifeDetailOutputSerializer(life).data)
+        life_cancel(life_uuid=life_uuid, user=self.user)
+        life = selectors.life_detail(life_uuid=life_uuid, user=self.user)
+        return self.respond(LifeDetailOutputSerializer, life)
 
 
-class TaskCreateApi(APIView):
+class TaskCreateApi(ApiView):
     @extend_schema(
         operation_id="schedule_tasks_create",
         request=TaskInputSerializer,
@@ -162,15 +147,10 @@ class TaskCreateApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        serializer = TaskInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        data = self.body(TaskInputSerializer)
         key = request.auth.webhook_id if isinstance(request.auth, Plan) else None
         result = task_run_create(
-            user=request.user,  # type: ignore[arg-type]
-            topic=serializer.validated_data["topic"],
-            content=serializer.validated_data["content"],
-            key=key,
+            user=self.user, topic=data["topic"], content=data["content"], key=key
         )
-        run = result.task_run
-        body = {"task_id": run.task_id, "topic": run.topic, "state": run.state}
-        return Response(body, status=HTTPStatus.ACCEPTED if result.created else HTTPStatus.OK)
+        status = HTTPStatus.ACCEPTED if result.created else HTTPStatus.OK
+        return self.respond(TaskOutputSerializer, result.task_run, status=status)

@@ -5,6 +5,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from apps.core.api.pagination import PageOutputSerializer
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
 
 
@@ -45,6 +46,10 @@ class SubmissionOutputSerializer(serializers.ModelSerializer[Submission]):
         read_only_fields = fields
 
 
+class SubmissionPageOutputSerializer(PageOutputSerializer):
+    results = SubmissionOutputSerializer(many=True)
+
+
 class MetadataField(serializers.CharField):
     """JSON text that must decode to an object."""
 
@@ -65,6 +70,7 @@ class SubmissionCreateInputSerializer(serializers.Serializer[Any]):
     files = serializers.ListField(
         child=serializers.FileField(allow_empty_file=True, use_url=False),
         allow_empty=False,
+        min_length=1,
         help_text="One or more files (the first file of a sequential upload, or all at once).",
     )
     entrypoint = serializers.CharField(max_length=255, default="main.py")

@@ -6,16 +6,14 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any
 
-from django.db.models import QuerySet
 from django.utils.datastructures import MultiValueDict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.generics import ListAPIView
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from apps.core.api.base import ApiView
+from apps.core.api.pagination import PageQuerySerializer, page_of
 from apps.core.api.schema import error_responses
 from apps.core.exceptions import InvalidRequest
 from apps.submissions.api.parsers import SingleFileMultiPartParser, StreamingMultiPartParser
@@ -25,8 +23,8 @@ from apps.submissions.api.serializers import (
     SubmissionFileListOutputSerializer,
     SubmissionFileOutputSerializer,
     SubmissionOutputSerializer,
+    SubmissionPageOutputSerializer,
 )
-from apps.submissions.models import Submission
 from apps.submissions.selectors import (
     submission_file_list,
     submission_get,
@@ -85,29 +83,23 @@ class ClosesUploadsMixin:
         return super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc,no-any-return]
 
 
-class SubmissionPagination(LimitOffsetPagination):
-    default_limit = 20
-    max_limit = 100
-
-
-class SubmissionListCreateApi(ClosesUploadsMixin, ListAPIView[Submission]):
+class SubmissionListCreateApi(ClosesUploadsMixin, ApiView):
     """GET: your submissions, newest first (limit/offset pagination).
     POST: create a draft submission with its first file (or, in bulk mode, all files)."""
 
-    serializer_class = SubmissionOutputSerializer
-    pagination_class = SubmissionPagination
     parser_classes = [StreamingMultiPartParser]
-    filter_backends: list[Any] = []
-
-    def get_queryset(self) -> QuerySet[Submission]:
-        return submission_list_with_files(user=self.request.user)
 
     @extend_schema(
         operation_id="submissions_list",
-        responses={200: SubmissionOutputSerializer(many=True), **error_responses()},
+        parameters=[PageQuerySerializer],
+        responses={200: SubmissionPageOutputSerializer, **error_responses(400)},
     )
-    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
+    def get(self, request: Request) -> Response:
+        page = self.query(PageQuerySerializer)
+        submissions = submission_list_with_files(user=self.user)
+        return self.respond(
+            SubmissionPageOutputSerializer, page_of(submissions, request=request, **page)
+        )
 
     @extend_schema(
         operation_id="submissions_create",
@@ -128,11 +120,9 @@ class SubmissionListCreateApi(ClosesUploadsMixin, ListAPIView[Submission]):
         },
     )
     def post(self, request: Request) -> Response:
-        serializer = SubmissionCreateInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = self.body(SubmissionCreateInputSerializer)
         submission = submission_create(
-            user=request.user,  # type: ignore[arg-type]
+            user=self.user,
             uploads=_incoming(request.FILES.getlist("files")),
             entrypoint=data["entrypoint"],
             config_file=data["config_file"],
@@ -141,11 +131,11 @@ class SubmissionListCreateApi(ClosesUploadsMixin, ListAPIView[Submission]):
             skill=data["skill"],
             expected_sha256=request.headers.get("X-Content-SHA256"),
         )
-        submission = submission_get(submission_id=submission.pk, user=request.user)
-        return Response(SubmissionOutputSerializer(submission).data, status=HTTPStatus.CREATED)
+        submission = submission_get(submission_id=submission.pk, user=self.user)
+        return self.respond(SubmissionOutputSerializer, submission, status=HTTPStatus.CREATED)
 
 
-class SubmissionDetailApi(APIView):
+class SubmissionDetailApi(ApiView):
     """One of your submissions, with its files in upload order."""
 
     @extend_schema(
@@ -153,11 +143,11 @@ class SubmissionDetailApi(APIView):
         responses={200: SubmissionOutputSerializer, **error_responses(403, 404)},
     )
     def get(self, request: Request, submission_id: str) -> Response:
-        submission = submission_get(submission_id=submission_id, user=request.user)
-        return Response(SubmissionOutputSerializer(submission).data)
+        submission = submission_get(submission_id=submission_id, user=self.user)
+        return self.respond(SubmissionOutputSerializer, submission)
 
 
-class SubmissionFileListCreateApi(ClosesUploadsMixin, APIView):
+class SubmissionFileListCreateApi(ClosesUploadsMixin, ApiView):
     """GET: the submission's files in upload order. POST: add one file (streamed)."""
 
     parser_classes = [SingleFileMultiPartParser]
@@ -167,9 +157,9 @@ class SubmissionFileListCreateApi(ClosesUploadsMixin, APIView):
         responses={200: SubmissionFileListOutputSerializer, **error_responses(403, 404)},
     )
     def get(self, request: Request, submission_id: str) -> Response:
-        submission = submission_get(submission_id=submission_id, user=request.user)
+        submission = submission_get(submission_id=submission_id, user=self.user)
         files = submission_file_list(submission=submission)
-        return Response({"files": SubmissionFileOutputSerializer(files, many=True).data})
+        return self.respond(SubmissionFileListOutputSerializer, {"files": files})
 
     @extend_schema(
         operation_id="submissions_files_create",
@@ -195,9 +185,8 @@ class SubmissionFileListCreateApi(ClosesUploadsMixin, APIView):
     )
     def post(self, request: Request, submission_id: str) -> Response:
         # Refuse an unknown, foreign or sealed submission before reading the body.
-        submission_assert_open_for_upload(user=request.user, submission_id=submission_id)  # type: ignore[arg-type]
-        serializer = SubmissionFileAddInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        submission_assert_open_for_upload(user=self.user, submission_id=submission_id)
+        self.body(SubmissionFileAddInputSerializer)
         uploads = _incoming(request.FILES.getlist("file"))
         if len(uploads) != 1:
             raise InvalidRequest(
@@ -205,12 +194,13 @@ class SubmissionFileListCreateApi(ClosesUploadsMixin, APIView):
                 fields={"file": ["Send exactly one file per request."]},
             )
         result = submission_file_add(
-            user=request.user,  # type: ignore[arg-type]
+            user=self.user,
             submission_id=submission_id,
             upload=uploads[0],
             expected_sha256=request.headers.get("X-Content-SHA256"),
         )
-        return Response(
-            SubmissionFileOutputSerializer(result.file).data,
+        return self.respond(
+            SubmissionFileOutputSerializer,
+            result.file,
             status=HTTPStatus.CREATED if result.created else HTTPStatus.OK,
         )

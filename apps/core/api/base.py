@@ -1,0 +1,132 @@
+"""The one idiom of every API view: `ApiView` (and `PublicApiView` for the few open ones).
+
+A view reads the way a request flows: validate the input (`self.body(...)` /
+`self.query(...)`, which raise the SPEC's 400 with nested `fields`), call one service or
+selector with the typed `self.user`, and answer through an output serializer
+(`self.respond(...)`), which is also what the schema documents. Object ownership is the
+selectors' (`apps.core.selectors.owned_get`: another user's object → 403 `permission_denied`,
+never its data); reviewer-only views set `permission_classes = [IsReviewer]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from http import HTTPStatus
+from typing import Any, ClassVar
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils.datastructures import MultiValueDict
+from rest_framework import serializers
+from rest_framework.exceptions import NotAuthenticated
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import AllowAny, BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.core.exceptions import InvalidRequest
+from apps.core.handlers import validation_fields, validation_message
+from apps.core.permissions import NotReviewer, user_is_reviewer
+
+Serializer = serializers.BaseSerializer[Any]
+
+
+def invalid_input(errors: Any, *, error: type[InvalidRequest] = InvalidRequest) -> InvalidRequest:
+    """The domain error of input that failed validation, with the SPEC's nested `fields`."""
+    fields = validation_fields(errors)
+    return error(validation_message(fields), fields=fields)
+
+
+def single_values(
+    params: MultiValueDict[str, Any], names: Any, *, error: type[InvalidRequest] = InvalidRequest
+) -> dict[str, Any]:
+    """Query parameters as a plain dict, so an empty value is validated like any other (DRF
+    skips a blank optional value of a form) and a parameter sent twice is refused."""
+    values: dict[str, Any] = {}
+    repeated: dict[str, list[str]] = {}
+    for name in names:
+        if name not in params:
+            continue
+        given = params.getlist(name)
+        if len(given) > 1:
+            repeated[name] = ["Give this parameter once."]
+        values[name] = given[-1]
+    if repeated:
+        raise invalid_input(repeated, error=error)
+    return values
+
+
+class IsReviewer(BasePermission):
+    """Users with the reviewer permission (`apps.core.permissions`); others → 403."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not request.user or not request.user.is_authenticated:
+            return False  # DRF answers 401 for an unauthenticated request
+        if not user_is_reviewer(request.user):
+            raise NotReviewer()
+        return True
+
+
+class ApiView(APIView):
+    """Base of every authenticated API view (deny by default)."""
+
+    permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser]
+    #: The error a body that fails validation raises (a more specific code where the SPEC
+    #: names one, e.g. `invalid_schedule`).
+    invalid_input_error: ClassVar[type[InvalidRequest]] = InvalidRequest
+
+    @property
+    def user(self) -> AbstractBaseUser:
+        """The authenticated user (the permission check ran before any handler)."""
+        user = self.request.user
+        if not isinstance(user, AbstractBaseUser):
+            raise NotAuthenticated()
+        return user
+
+    def body(self, serializer_class: type[Serializer], **context: Any) -> dict[str, Any]:
+        """The request body, validated by `serializer_class`; else 400 with `fields`."""
+        return self.validated(serializer_class, self.request.data, **context)
+
+    def query(self, serializer_class: type[Serializer]) -> dict[str, Any]:
+        """The query parameters `serializer_class` declares, validated; else 400 with `fields`
+        (an empty or repeated parameter is an error, never ignored)."""
+        names = serializer_class().fields.keys()  # type: ignore[attr-defined]
+        return self.validated(
+            serializer_class,
+            single_values(self.request.query_params, names, error=self.invalid_input_error),
+        )
+
+    def validated(
+        self,
+        serializer_class: type[Serializer],
+        data: Any,
+        *,
+        error: type[InvalidRequest] | None = None,
+        **context: Any,
+    ) -> dict[str, Any]:
+        serializer = serializer_class(data=data, context={"request": self.request, **context})
+        if not serializer.is_valid():
+            raise invalid_input(serializer.errors, error=error or self.invalid_input_error)
+        validated: Mapping[str, Any] = serializer.validated_data
+        return dict(validated)
+
+    def respond(
+        self,
+        serializer_class: type[Serializer],
+        instance: Any,
+        *,
+        status: int = HTTPStatus.OK,
+        many: bool = False,
+        headers: dict[str, str] | None = None,
+        **context: Any,
+    ) -> Response:
+        """Render `instance` through its output serializer (the schema documents the same)."""
+        data = serializer_class(instance, many=many, context={"request": self.request, **context})
+        return Response(data.data, status=status, headers=headers)
+
+
+class PublicApiView(ApiView):
+    """An API view open without authentication (the index, the leaderboard while public)."""
+
+    permission_classes = [AllowAny]
