@@ -136,6 +136,7 @@ def _run(workdir: Path, n: int, workers: int) -> int:
     from django_q.models import OrmQ
     from django_q.tasks import async_task
 
+    from apps.core.queue import GRADE_JOB
     from apps.grading.models import GradingAttempt
     from apps.jobs.models import Job
     from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
@@ -195,17 +196,17 @@ def _run(workdir: Path, n: int, workers: int) -> int:
 
         started = time.monotonic()
         for job in timed_jobs:
-            async_task("apps.grading.tasks.grade_job", job.pk)
+            async_task(GRADE_JOB, job.pk)
         _wait(finished([j.submission_id for j in timed_jobs]), 600)
         grading_seconds = time.monotonic() - started
 
         # Forced redelivery: every job delivered twice at once, then once more after the end.
         for job in duplicate_jobs:
-            async_task("apps.grading.tasks.grade_job", job.pk)
-            async_task("apps.grading.tasks.grade_job", job.pk)
+            async_task(GRADE_JOB, job.pk)
+            async_task(GRADE_JOB, job.pk)
         _wait(finished([j.submission_id for j in duplicate_jobs]), 600)
         for job in [*timed_jobs, *duplicate_jobs]:
-            async_task("apps.grading.tasks.grade_job", job.pk)
+            async_task(GRADE_JOB, job.pk)
         _wait(lambda: OrmQ.objects.count() == 0, 600)
     finally:
         cluster.send_signal(signal.SIGTERM)

@@ -42,6 +42,9 @@ class WorkerStopping(BaseException):
 
 _stopping = False
 _interruptible = False
+# Set in a GracefulSentinel's process, so true in the workers it forks; false where django-q2
+# runs a task in-process (`sync`, the test suite) and the signals are not the cluster's.
+_in_cluster = False
 
 
 def worker_stopping() -> bool:
@@ -72,8 +75,9 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def worker_signals_install(**kwargs: Any) -> None:
-    """django-q2 `post_spawn` receiver: this worker process handles SIGTERM (see above)."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    """django-q2 `post_spawn` receiver: a worker of this cluster handles SIGTERM (see above)."""
+    if _in_cluster:
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 class GracefulSentinel(Sentinel):
@@ -88,9 +92,11 @@ class GracefulSentinel(Sentinel):
         timeout: Any = None,
         start: bool = True,
     ) -> None:
+        global _in_cluster
         super().__init__(stop_event, start_event, cluster_id, broker, timeout, start=False)
-        # Inherited by the workers, monitor and pusher forked from here.
+        # Both inherited by the workers, monitor and pusher forked from here.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _in_cluster = True
         if start:
             self.start()
 

@@ -1,4 +1,8 @@
-"""The grading worker's writes: processing leases, results, take-overs and the reaper.
+"""The grading worker: processing leases, results, take-overs, give-backs and the reaper.
+
+This app writes its own `GradingAttempt` rows; the submission's status and lease columns are
+changed through the submissions app's `submission_lease_*` functions, the job's through the
+jobs app's services.
 
 django-q2 delivers a task at least once, possibly twice at the same time or long after the
 result was written. The guarantees, all enforced by the database:
@@ -9,7 +13,8 @@ result was written. The guarantees, all enforced by the database:
 * One result per submission: the result is written by a compare-and-set UPDATE that matches the
   lease token, so a worker whose lease was taken over (or cleared by a cancel) loses its write.
 * Bounded retries: every lease counts an attempt; a lease found expired after
-  GRADING_MAX_ATTEMPTS attempts ends the submission in `failed` with the reason.
+  GRADING_MAX_ATTEMPTS attempts ends the submission in `failed` with the reason. A lease given
+  back by a stopping worker is not counted.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ from apps.grading.services import grading_reap_expired, grading_run
 
 
 def grade_job(job_id: str) -> str:
-    """Grade the submission of job `job_id`; a duplicate or late delivery is a logged no-op."""
+    """Grade the submission of job `job_id`; a duplicate or late delivery is a logged no-op, and
+    a stopping worker hands the job back to the queue (`grading_run`)."""
     return grading_run(job_id=job_id)
 
 
