@@ -66,7 +66,7 @@ def test_behind_gunicorn_the_app_answers_long_heads_and_gunicorn_answers_json_be
 
     # Over the default 100 header lines: the app's 431, not gunicorn's.
     many = {f"X-Extra-{n}": "1" for n in range(150)}
-    status, headers, body = http_request(port, "GET", "/api/me/", **many)
+    status, headers, body = http_request(port, "GET", "/api/me/", None, **many)
     assert status == HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE
     assert _json(body)["code"] == "request_header_fields_too_large"
 
