@@ -7,13 +7,14 @@ STAMP := $(VENV)/.installed-dev
 PORT ?= 8000
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help install run migrate test test-postgres lint format bench clean reset
+.PHONY: help install run migrate test test-postgres lint format bench clean reset schema-check
 
 help:
 	@echo "make run    - install, migrate, create demo accounts, start web + worker + watcher"
 	@echo "make test   - the test suite (SQLite; PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set)"
 	@echo "make lint   - ruff check, ruff format --check, mypy"
 	@echo "make bench  - the benchmarks in bench/ (BENCH=upload to run one)"
+	@echo "make schema-check TOKEN=... - Schemathesis against the running server (make run)"
 	@echo "make reset  - delete the database and uploaded files of make run"
 
 $(STAMP): requirements/base.txt requirements/dev.txt requirements/client.txt client/pyproject.toml
@@ -57,6 +58,13 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py $(BENCH)
+
+# Every Schemathesis check, all phases, against a live server (it writes to that server's
+# database: use a demo or throw-away one). TOKEN is a user's API token (make run prints some).
+schema-check: $(STAMP)
+	@test -n "$(TOKEN)" || { echo "usage: make schema-check TOKEN=<api token> [PORT=8000]"; exit 2; }
+	$(BIN)/schemathesis --config-file schemathesis.toml run \
+		http://127.0.0.1:$(PORT)/api/schema/ -H "Authorization: Bearer $(TOKEN)"
 
 clean:
 	rm -rf $(VENV) .test-db.sqlite3* .test-media .pytest_cache .mypy_cache .ruff_cache staticfiles

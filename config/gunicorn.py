@@ -1,12 +1,56 @@
 """gunicorn settings of the `web` process (Procfile): `gunicorn -c config/gunicorn.py`.
 
-Only what the metrics need; the command line sets bind, workers and logs.
+The request-head limits and the error body, and what the metrics need; the command line sets
+bind, workers and logs.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 from typing import Any
+
+from gunicorn import util
+
+# The app refuses a URL over MAX_URL_LENGTH (4096), more than MAX_REQUEST_HEADERS (100) header
+# lines or one over MAX_REQUEST_HEADER_SIZE (8190) with its own JSON 414 / 431. gunicorn's
+# limits sit above those so that the app answers first: the request line at gunicorn's maximum
+# (8190 bytes), twice the header lines and twice the line size.
+limit_request_line = 8190
+limit_request_fields = 200
+limit_request_field_size = 16380
+
+_CODES = {
+    400: "invalid_request",
+    403: "permission_denied",
+    414: "uri_too_long",
+    417: "expectation_failed",
+    431: "request_header_fields_too_large",
+    500: "internal_error",
+    501: "not_implemented",
+}
+
+
+def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
+    """What gunicorn itself answers (a request it cannot parse, or past its limits), in the
+    API's one error body instead of gunicorn's HTML page."""
+    body = json.dumps(
+        {
+            "success": False,
+            "code": _CODES.get(status_int, "invalid_request"),
+            "error": mesg or reason,
+        }
+    ).encode()
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    util.write_nonblock(sock, head.encode("latin1") + body)
+
+
+# Workers are forked from the master that read this file: they write errors this way too.
+util.write_error = write_json_error
 
 
 def on_starting(server: Any) -> None:

@@ -107,6 +107,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: the request id, log context and HTTP metrics cover every response.
     "apps.core.middleware.RequestObservabilityMiddleware",
+    "apps.core.middleware.RequestHeadLimitsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.core.middleware.ApiJsonErrorMiddleware",
@@ -239,6 +240,11 @@ if AWS_STORAGE_BUCKET_NAME:
 # Uploads stream to a temporary file from the first byte; nothing large is kept in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+# The request head the app accepts (JSON 414 / 431 beyond). gunicorn's own limits
+# (config/gunicorn.py) sit above these, so the app answers first.
+MAX_URL_LENGTH = int(env_number("MAX_URL_LENGTH", 4096))
+MAX_REQUEST_HEADERS = int(env_number("MAX_REQUEST_HEADERS", 100))
+MAX_REQUEST_HEADER_SIZE = int(env_number("MAX_REQUEST_HEADER_SIZE", 8190))
 FILE_UPLOAD_TEMP_DIR = env.str("FILE_UPLOAD_TEMP_DIR", default="") or None
 
 # --- REST framework and OpenAPI ---------------------------------------------------------------

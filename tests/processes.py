@@ -4,6 +4,7 @@ the test database, the broker and the metrics folder with the test process."""
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import signal
 import socket
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from http import HTTPStatus
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,47 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM and wait (a clean stop flushes logs and gives back claims)."""
     process.send_signal(signal.SIGTERM)
     process.wait(20)
+
+
+def http_request(
+    port: int, method: str, path: str, body: bytes | None = None, **headers: str
+) -> tuple[int, dict[str, str], bytes]:
+    """One request on a new loopback connection: (status, headers, body)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def start_gunicorn(
+    start: Start, name: str, workers: int, **env: str
+) -> tuple[int, subprocess.Popen[bytes]]:
+    """The `web` process as production runs it (config/gunicorn.py) on a free loopback port,
+    once it answers `/healthz`."""
+    port = free_port()
+    process = start(
+        name,
+        [
+            str(Path(sys.executable).parent / "gunicorn"),
+            "config.wsgi",
+            "-c",
+            "config/gunicorn.py",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+        ],
+        child_env(**env),
+    )
+
+    def answering() -> bool:
+        try:
+            return http_request(port, "GET", "/healthz")[0] == HTTPStatus.OK
+        except OSError:
+            return False
+
+    wait_for(answering, 30, "gunicorn to answer")
+    return port, process

@@ -152,4 +152,6 @@ def status_code_name(status_code: int) -> str:
         HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "request_too_large",
         HTTPStatus.UNSUPPORTED_MEDIA_TYPE: "unsupported_media_type",
         HTTPStatus.TOO_MANY_REQUESTS: "rate_limited",
+        HTTPStatus.REQUEST_URI_TOO_LONG: "uri_too_long",
+        HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE: "request_header_fields_too_large",
     }.get(HTTPStatus(status_code), "internal_error" if status_code >= 500 else "error")

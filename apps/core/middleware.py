@@ -90,6 +90,54 @@ class RequestObservabilityMiddleware:
             request_context_end(tokens)
 
 
+def _header_lines(request: HttpRequest) -> list[tuple[str, str]]:
+    """The request's header lines as WSGI passed them (names as in META)."""
+    meta = request.META
+    names = [k for k in meta if k.startswith("HTTP_") or k in ("CONTENT_TYPE", "CONTENT_LENGTH")]
+    return [(name, str(meta[name])) for name in names if meta[name] != ""]
+
+
+class RequestHeadLimitsMiddleware:
+    """A URL longer than `MAX_URL_LENGTH` → 414 `uri_too_long`; more than
+    `MAX_REQUEST_HEADERS` header lines, or one longer than `MAX_REQUEST_HEADER_SIZE` → 431
+    `request_header_fields_too_large`; both in the one error body, before any other work.
+
+    gunicorn's limits (config/gunicorn.py) are set above these, so a client meets the app's
+    JSON answer, not the server's page."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+        self.max_url = int(settings.MAX_URL_LENGTH)
+        self.max_headers = int(settings.MAX_REQUEST_HEADERS)
+        self.max_header = int(settings.MAX_REQUEST_HEADER_SIZE)
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        url_length = len(request.get_full_path())
+        if url_length > self.max_url:
+            return JsonResponse(
+                error_body(
+                    "uri_too_long",
+                    f"The URL has {url_length} characters; at most {self.max_url} are accepted.",
+                    max_url_length=self.max_url,
+                ),
+                status=HTTPStatus.REQUEST_URI_TOO_LONG,
+            )
+        lines = _header_lines(request)
+        longest = max((len(name) - 3 + len(value) for name, value in lines), default=0)
+        if len(lines) > self.max_headers or longest > self.max_header:
+            return JsonResponse(
+                error_body(
+                    "request_header_fields_too_large",
+                    f"At most {self.max_headers} header lines of at most {self.max_header} "
+                    "bytes each are accepted.",
+                    max_headers=self.max_headers,
+                    max_header_size=self.max_header,
+                ),
+                status=HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+            )
+        return self.get_response(request)
+
+
 class ApiJsonErrorMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response

@@ -18,6 +18,7 @@ from rest_framework.settings import api_settings
 
 from apps.core.exceptions import DomainError
 from apps.core.handlers import error_body
+from apps.schedule.api.serializers import HeaderBookingOutputSerializer
 from apps.schedule.services import life_book_request, parse_schedule_header
 
 HEADERS = ("X-Schedule-Datetime", "X-Xaas-Schedule-Datetime")
@@ -74,4 +75,4 @@ class HeaderBookingMiddleware:
             return JsonResponse(
                 error_body(error.code, error.message, **error.extra), status=int(error.http_status)
             )
-        return JsonResponse({"life_uuid": life.life_uuid}, status=HTTPStatus.ACCEPTED)
+        return JsonResponse(HeaderBookingOutputSerializer(life).data, status=HTTPStatus.ACCEPTED)

@@ -3,11 +3,8 @@ request id that follows a job from the web process's log line to the worker's.""
 
 from __future__ import annotations
 
-import http.client
 import json
 import socket
-import subprocess
-import sys
 import threading
 import time
 from http import HTTPStatus
@@ -24,55 +21,14 @@ from apps.core.queue import task_broker
 from apps.jobs.models import Job, JobStatus
 from apps.submissions.models import SubmissionStatus
 from tests.metrics import TOKEN, Scrape, parse
-from tests.processes import Start, child_env, free_port, stop, wait_for
+from tests.processes import Start, child_env, http_request, start_gunicorn, stop, wait_for
 from tests.review.factories import make_submission
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def request(
-    port: int, method: str, path: str, body: bytes | None = None, **headers: str
-) -> tuple[int, dict[str, str], bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        connection.request(method, path, body=body, headers=headers)
-        response = connection.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        connection.close()
-
-
-def start_gunicorn(
-    start: Start, name: str, workers: int, **env: str
-) -> tuple[int, subprocess.Popen[bytes]]:
-    port = free_port()
-    process = start(
-        name,
-        [
-            str(Path(sys.executable).parent / "gunicorn"),
-            "config.wsgi",
-            "-c",
-            "config/gunicorn.py",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(workers),
-        ],
-        child_env(METRICS_TOKEN=TOKEN, **env),
-    )
-
-    def answering() -> bool:
-        try:
-            return request(port, "GET", "/healthz")[0] == HTTPStatus.OK
-        except OSError:
-            return False
-
-    wait_for(answering, 30, "gunicorn to answer")
-    return port, process
-
-
 def scrape_over_http(port: int) -> Scrape:
-    status, _, body = request(port, "GET", "/metrics", Authorization=f"Bearer {TOKEN}")
+    status, _, body = http_request(port, "GET", "/metrics", Authorization=f"Bearer {TOKEN}")
     assert status == HTTPStatus.OK
     return parse(body.decode())
 
@@ -99,7 +55,7 @@ def counted_by(pid: int, **labels: str) -> float:
 def test_two_gunicorn_workers_counts_are_summed_by_metrics(
     start_process: Start, tmp_path: Path
 ) -> None:
-    port, master = start_gunicorn(start_process, "web", workers=2)
+    port, master = start_gunicorn(start_process, "web", workers=2, METRICS_TOKEN=TOKEN)
     before = scrape_over_http(port)
     # A connection that has sent half a request holds the worker that accepted it, so the
     # requests below go to the other one; completing it afterwards counts on the first.
@@ -113,7 +69,7 @@ def test_two_gunicorn_workers_counts_are_summed_by_metrics(
     def hammer() -> None:
         barrier.wait()
         for _ in range(per_thread):
-            status = request(port, "GET", "/api/me/")[0]
+            status = http_request(port, "GET", "/api/me/")[0]
             if status != HTTPStatus.UNAUTHORIZED:
                 failures.append(status)
 
@@ -159,13 +115,15 @@ def test_one_request_id_follows_the_job_from_the_web_log_to_the_worker_log(
     task_broker().purge_queue()
     submission = make_submission(user, status=SubmissionStatus.DRAFT, program="print(1)")
     token = Token.objects.create(user=user).key
-    port, web = start_gunicorn(start_process, "web", workers=1, LOG_FORMAT="json")
+    port, web = start_gunicorn(
+        start_process, "web", workers=1, LOG_FORMAT="json", METRICS_TOKEN=TOKEN
+    )
     worker = start_process(
         "worker",
         ["manage.py", "qcluster"],
         child_env(LOG_FORMAT="json", GRADER="tests.grading.graders.RecordingGrader"),
     )
-    status, headers, body = request(
+    status, headers, body = http_request(
         port,
         "POST",
         "/api/jobs/",

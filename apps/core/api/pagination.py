@@ -13,6 +13,7 @@ from rest_framework.request import Request
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
+MAX_OFFSET = 2**31 - 1
 
 
 class PageQuerySerializer(serializers.Serializer[Any]):
@@ -24,7 +25,7 @@ class PageQuerySerializer(serializers.Serializer[Any]):
         help_text="Items per page.",
     )
     offset = serializers.IntegerField(
-        required=False, min_value=0, default=0, help_text="Items to skip."
+        required=False, min_value=0, max_value=MAX_OFFSET, default=0, help_text="Items to skip."
     )
 
 

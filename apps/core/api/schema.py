@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse
 
@@ -57,7 +58,45 @@ def operation_responses_register(applies: Callable[[str], bool], responses: dict
     _OPERATION_RESPONSES.append((applies, responses))
 
 
+#: A text input never holds NUL (SPEC §3; DRF's CharField refuses it): the schema says so.
+NO_NUL_PATTERN = "^[^\\x00]*$"
+
+
 class ApiAutoSchema(AutoSchema):
+    # The direction of the serializer being mapped: the NUL rule is about inputs only.
+    _direction: str | None = None
+
+    def _map_basic_serializer(self, serializer: Any, direction: Any) -> dict[str, Any]:
+        outer, self._direction = self._direction, str(direction)
+        try:
+            schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
+        finally:
+            self._direction = outer
+        return schema
+
+    def _insert_field_validators(self, field: Any, schema: dict[str, Any]) -> None:
+        super()._insert_field_validators(field, schema)
+        refuses_nul = any(
+            isinstance(validator, ProhibitNullCharactersValidator)
+            for validator in getattr(field, "validators", [])
+        )
+        if (
+            refuses_nul
+            and self._direction == "request"
+            and schema.get("type") == "string"
+            and not {"pattern", "enum", "format", "oneOf"} & schema.keys()
+        ):
+            schema["pattern"] = NO_NUL_PATTERN
+
+    def _map_serializer(
+        self, serializer: Any, direction: Any, bypass_extensions: bool = False
+    ) -> dict[str, Any]:
+        schema: dict[str, Any] = super()._map_serializer(serializer, direction, bypass_extensions)
+        # An input whose unknown fields are refused (not ignored, as DRF does) says so.
+        if direction == "request" and getattr(serializer, "refuses_unknown_fields", False):
+            schema["additionalProperties"] = False
+        return schema
+
     def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
         responses: dict[str, Any] = super()._get_response_bodies(direction)
         if not responses.get("200", responses.get("201")):

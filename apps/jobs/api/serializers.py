@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.validators import ProhibitNullCharactersValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.jobs.models import Job, JobStatus
@@ -19,13 +20,25 @@ class RawCharField(serializers.CharField):
         ]
 
 
+# 1-256 printable ASCII characters, no whitespace, no comma (SPEC §3, §10); the service checks
+# it (400 `invalid_idempotency_key`), the schema states it.
+IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "pattern": "^[!-+\\--~]{1,256}$", "maxLength": 256}
+
+
+@extend_schema_field(IDEMPOTENCY_KEY_SCHEMA)
+class IdempotencyKeyField(RawCharField):
+    pass
+
+
 class JobSubmitInputSerializer(serializers.Serializer[Any]):
     submission_id = serializers.CharField(max_length=64)
     config = serializers.JSONField(
         required=False,
-        help_text="Job configuration (a JSON object); `resource_class` picks the job's cost.",
+        allow_null=True,
+        help_text="Job configuration (a JSON object; null is the same as absent, `{}`); "
+        "`resource_class` picks the job's cost.",
     )
-    idempotency_key = RawCharField(
+    idempotency_key = IdempotencyKeyField(
         required=False,
         allow_blank=True,
         help_text="1-256 printable ASCII characters, no whitespace. Or the Idempotency-Key "

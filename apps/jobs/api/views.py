@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from apps.core.api.base import ApiView
 from apps.core.api.schema import error_responses
 from apps.jobs.api.serializers import (
+    IDEMPOTENCY_KEY_SCHEMA,
     JobListQuerySerializer,
     JobLogsOutputSerializer,
     JobOutputSerializer,
@@ -51,7 +52,7 @@ class JobListCreateApi(ApiView):
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
-                str,
+                IDEMPOTENCY_KEY_SCHEMA,
                 OpenApiParameter.HEADER,
                 required=False,
                 description="Alternative to the body's `idempotency_key`.",

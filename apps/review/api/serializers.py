@@ -7,18 +7,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.core.api.serializers import UserSerializer
-from apps.core.validation import NUL_MESSAGE, contains_nul
 from apps.review.models import ReviewVerdict
 from apps.review.services.review import MAX_COMMENT_LENGTH
 from apps.submissions.models import SubmissionStatus
-
-
-class NoNulCharField(serializers.CharField):
-    def to_internal_value(self, data: Any) -> str:
-        value = super().to_internal_value(data)
-        if contains_nul(value):
-            raise serializers.ValidationError(NUL_MESSAGE)
-        return value
 
 
 class QueueRowSerializer(serializers.Serializer[Any]):
@@ -57,7 +48,7 @@ class ReleaseOutputSerializer(serializers.Serializer[Any]):
 class CompleteInputSerializer(serializers.Serializer[Any]):
     verdict = serializers.ChoiceField(choices=ReviewVerdict.choices)
     score = serializers.FloatField(required=False, allow_null=True, default=None)
-    comment = NoNulCharField(
+    comment = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=MAX_COMMENT_LENGTH
     )
 
@@ -94,8 +85,8 @@ class RegradeOutputSerializer(serializers.Serializer[Any]):
 
 
 class LeaderboardQuerySerializer(serializers.Serializer[Any]):
-    question_id = NoNulCharField(required=False, allow_blank=True, max_length=200)
-    skill = NoNulCharField(required=False, allow_blank=True, max_length=200)
+    question_id = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    skill = serializers.CharField(required=False, allow_blank=True, max_length=200)
     limit = serializers.IntegerField(min_value=1, max_value=1000, default=100)
 
 

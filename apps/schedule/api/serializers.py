@@ -88,6 +88,9 @@ class LifeCreateInputSerializer(serializers.Serializer[Any]):
 
 
 class LifeChangeInputSerializer(serializers.Serializer[Any]):
+    # Only times and actions change: the service refuses any other field by name.
+    refuses_unknown_fields = True
+
     term = TermSerializer(required=False)
     birth_time = serializers.CharField(required=False, max_length=64)
     death_time = serializers.CharField(required=False, max_length=64)

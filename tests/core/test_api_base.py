@@ -1,0 +1,124 @@
+"""The one API idiom: strict query parameters, path ids checked by the URL, nested validation
+errors, the reviewer check in one place."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import pytest
+from django.contrib.auth.models import AnonymousUser, User
+from django.test import Client
+from rest_framework.test import APIClient
+
+from apps.core.handlers import validation_fields, validation_message
+from apps.core.permissions import REVIEWER_PERMISSION, user_is_reviewer
+from tests.factories import make_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def client_of(user: User) -> APIClient:
+    api = APIClient()
+    api.force_authenticate(user)
+    return api
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "/api/jobs/?status=",
+        "/api/jobs/?status=nope",
+        "/api/jobs/?status=queued&status=running",
+        "/api/submissions/?limit=abc",
+        "/api/submissions/?limit=false",
+        "/api/submissions/?limit=0",
+        "/api/submissions/?limit=101",
+        "/api/submissions/?offset=-1",
+        "/api/leaderboard/?limit=",
+    ],
+)
+def test_a_bad_query_parameter_is_a_400_with_fields(client_of: APIClient, query: str) -> None:
+    response = client_of.get(query)
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    body = response.json()
+    assert body["code"] == "invalid_request"
+    name = query.split("?")[1].split("=")[0]
+    assert list(body["fields"]) == [name]
+
+
+def test_good_query_parameters_are_accepted(client_of: APIClient) -> None:
+    assert client_of.get("/api/jobs/?status=queued").status_code == HTTPStatus.OK
+    page = client_of.get("/api/submissions/?limit=1&offset=0")
+    assert page.status_code == HTTPStatus.OK
+    assert page.json() == {"count": 0, "next": None, "previous": None, "results": []}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/jobs/ABC/",
+        "/api/jobs/" + "0" * 31 + "/",
+        "/api/jobs/" + "0" * 31 + "%00/",
+        "/api/submissions/" + "g" * 32 + "/",
+        "/api/quotas/reservations/xyz/release/",
+        "/api/review/submissions/x/claim/",
+        "/api/schedules/not-a-uuid/",
+    ],
+)
+def test_a_malformed_id_is_an_unknown_path(client_of: APIClient, path: str) -> None:
+    response = client_of.get(path) if "release" not in path else client_of.post(path)
+    assert response.status_code == HTTPStatus.NOT_FOUND
+    assert response.json()["code"] == "not_found"
+
+
+def test_a_life_uuid_in_any_accepted_spelling_reaches_the_same_life(
+    client_of: APIClient,
+) -> None:
+    created = client_of.post(
+        "/api/schedules/",
+        {
+            "life_uuid": "0123456789ABCDEF0123456789abcdef",
+            "schedule_type": "point",
+            "term": {"birth_time": "2999-01-01 00:00:00"},
+            "birth": {"path": "/api/me/", "method": "get"},
+        },
+        format="json",
+    )
+    assert created.status_code == HTTPStatus.CREATED, created.content
+    assert created.json()["life_uuid"] == "0123456789abcdef0123456789abcdef"
+    assert created.json()["birth_action"]["method"] == "GET"
+    for spelling in ("0123456789abcdef0123456789abcdef", "01234567-89AB-CDEF-0123-456789ABCDEF"):
+        response = client_of.get(f"/api/schedules/{spelling}/")
+        assert response.status_code == HTTPStatus.OK
+        assert response.json()["life_uuid"] == "0123456789abcdef0123456789abcdef"
+
+
+def test_nested_errors_keep_their_shape() -> None:
+    fields = validation_fields(
+        {"birth": {"method": ["bad"]}, "files": [{}, {"name": ["x"]}], "n": ["must"]}
+    )
+    assert fields == {"birth": {"method": ["bad"]}, "files": [{}, {"name": ["x"]}], "n": ["must"]}
+    assert validation_message(fields) == "birth.method: bad; files[1].name: x; n: must"
+
+
+def test_the_reviewer_permission_is_asked_in_one_place(user: User) -> None:
+    reviewer = make_user(username="checker", reviewer=True)
+    assert REVIEWER_PERMISSION == "review.can_review"
+    assert user_is_reviewer(reviewer)
+    assert not user_is_reviewer(user)
+    assert not user_is_reviewer(AnonymousUser())
+
+
+def test_the_review_page_and_api_agree_on_who_reviews(user: User) -> None:
+    reviewer = make_user(username="pagereviewer", reviewer=True)
+    plain, allowed = Client(), Client()
+    plain.force_login(user)
+    allowed.force_login(reviewer)
+    assert plain.get("/review/").status_code == HTTPStatus.FORBIDDEN
+    assert allowed.get("/review/").status_code == HTTPStatus.OK
+    assert plain.get("/api/review/queue/").status_code == HTTPStatus.FORBIDDEN
+    assert plain.get("/api/review/queue/").json()["code"] == "permission_denied"
+    assert allowed.get("/api/review/queue/").status_code == HTTPStatus.OK
+    assert b'href="/review/"' in allowed.get("/jobs/").content
+    assert b'href="/review/"' not in plain.get("/jobs/").content
