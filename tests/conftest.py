@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tests.factories import make_user
+from tests.factories.users import make_user
 from tests.processes import start_process  # noqa: F401 - a fixture for every test package
 
 UsingPostgres = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"

@@ -29,7 +29,7 @@ from rest_framework.authtoken.models import Token
 from schemathesis.config import SchemathesisConfig
 
 from config.wsgi import application
-from tests.factories import make_user
+from tests.factories.users import make_user
 
 ROOT = Path(__file__).resolve().parents[1]
 # Per phase and operation: enough to cross every documented status on every operation, small

@@ -22,7 +22,7 @@ from rest_framework.authtoken.models import Token
 
 from tests import faults
 from tests.client.proxy import FaultProxy
-from tests.factories import make_user
+from tests.factories.users import make_user
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

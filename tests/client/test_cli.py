@@ -18,7 +18,7 @@ from apps.quotas.models import Reservation
 from apps.schedule.models import Life
 from apps.submissions.models import Submission, SubmissionFile
 from tests.client.conftest import EXAMPLES, Cli, token_for, write_files
-from tests.factories import make_user
+from tests.factories.users import make_user
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

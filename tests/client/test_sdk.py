@@ -20,7 +20,7 @@ from apps.jobs.models import Job
 from apps.jobs.services import idempotency_claim, idempotency_fingerprint
 from tests import faults
 from tests.client.conftest import HELLO_CONFIG, HELLO_MAIN, ROOT, set_quota, token_for, write_files
-from tests.factories import make_user
+from tests.factories.users import make_user
 from yoyaku_client import (
     Action,
     AuthenticationError,

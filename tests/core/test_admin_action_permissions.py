@@ -21,9 +21,10 @@ from apps.review.models import ReviewClaim
 from apps.review.services import review_claim
 from apps.schedule.models import Life, LifeState, Plan, PlanState
 from apps.submissions.models import Submission, SubmissionStatus
-from tests.factories import make_user
-from tests.review.factories import make_graded_submission, make_job, make_submission
-from tests.schedule.factories import book_point
+from tests.factories.jobs import make_job
+from tests.factories.schedule import book_point
+from tests.factories.submissions import make_graded_submission, make_stored_submission
+from tests.factories.users import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +44,7 @@ class ActionCase:
 
 
 def _queued_job(owner: User) -> tuple[Any, Callable[[], bool]]:
-    job = make_job(make_submission(owner))
+    job = make_job(make_stored_submission(owner))
     return job.pk, lambda: Job.objects.get(pk=job.pk).status == JobStatus.CANCELLED
 
 
@@ -69,7 +70,7 @@ def _finished_submission(owner: User) -> tuple[Any, Callable[[], bool]]:
 
 
 def _claimed(owner: User) -> tuple[str, Callable[[], bool]]:
-    submission = make_submission(owner, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(owner, status=SubmissionStatus.REVIEW_PENDING)
     review_claim(user=make_user(username="reviewer", reviewer=True), submission_id=submission.pk)
     return (
         submission.pk,

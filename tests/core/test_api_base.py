@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from apps.core.handlers import validation_fields, validation_message
 from apps.core.permissions import REVIEWER_PERMISSION, user_is_reviewer
-from tests.factories import make_user
+from tests.factories.users import make_user
 
 pytestmark = pytest.mark.django_db
 

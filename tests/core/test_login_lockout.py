@@ -13,7 +13,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
-from tests.factories import make_user
+from tests.factories.users import make_user
 
 pytestmark = pytest.mark.django_db
 

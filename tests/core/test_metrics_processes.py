@@ -20,9 +20,9 @@ from rest_framework.authtoken.models import Token
 from apps.core.queue import task_broker
 from apps.jobs.models import Job, JobStatus
 from apps.submissions.models import SubmissionStatus
+from tests.factories.submissions import make_stored_submission
 from tests.metrics import TOKEN, Scrape, parse
 from tests.processes import Start, child_env, http_request, start_gunicorn, stop, wait_for
-from tests.review.factories import make_submission
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -113,7 +113,7 @@ def test_one_request_id_follows_the_job_from_the_web_log_to_the_worker_log(
     user: User, start_process: Start, tmp_path: Path
 ) -> None:
     task_broker().purge_queue()
-    submission = make_submission(user, status=SubmissionStatus.DRAFT, program="print(1)")
+    submission = make_stored_submission(user, status=SubmissionStatus.DRAFT, program="print(1)")
     token = Token.objects.create(user=user).key
     port, web = start_gunicorn(
         start_process, "web", workers=1, LOG_FORMAT="json", METRICS_TOKEN=TOKEN

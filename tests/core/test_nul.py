@@ -22,8 +22,8 @@ from apps.submissions.exceptions import InvalidFilename
 from apps.submissions.models import SubmissionStatus
 from apps.submissions.services import submission_create, submission_seal_ready
 from apps.submissions.validation import validate_filename
-from tests.factories import make_user
-from tests.review.factories import make_submission
+from tests.factories.submissions import make_stored_submission
+from tests.factories.users import make_user
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,7 @@ def test_ids_with_nul_are_not_found(user: User) -> None:
 @pytest.mark.django_db
 def test_a_review_comment_with_nul_is_an_invalid_request(user: User) -> None:
     reviewer = make_user(username="rita", reviewer=True)
-    submission = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
 
     with pytest.raises(InvalidRequest) as caught:
         review_complete(

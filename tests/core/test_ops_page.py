@@ -15,8 +15,9 @@ from django.utils import timezone
 from apps.core.services import heartbeat_beat
 from apps.grading.models import GradingAttempt, GradingOutcome
 from apps.schedule.models import Plan, PlanState
-from tests.review.factories import make_job, make_submission
-from tests.schedule.factories import book_point
+from tests.factories.jobs import make_job
+from tests.factories.schedule import book_point
+from tests.factories.submissions import make_stored_submission
 
 pytestmark = pytest.mark.django_db
 
@@ -40,10 +41,10 @@ def test_staff_see_queue_gradings_watcher_lateness_and_5xx(
 ) -> None:
     now = timezone.now()
     for _ in range(3):
-        make_job(make_submission(user))
-    oldest = make_job(make_submission(user))
+        make_job(make_stored_submission(user))
+    oldest = make_job(make_stored_submission(user))
     type(oldest).objects.filter(pk=oldest.pk).update(created_at=now - dt.timedelta(minutes=5))
-    graded = make_submission(user)
+    graded = make_stored_submission(user)
     for number, outcome in enumerate(
         [GradingOutcome.COMPLETED, GradingOutcome.COMPLETED, GradingOutcome.FAILED], start=1
     ):

@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from apps.core.logcontext import ContextFilter, JsonFormatter, log_context
 from tests import faults
-from tests.jobs.factories import make_submission
+from tests.factories.submissions import make_submission
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.core.urls")]
 HEX32 = re.compile(r"^[0-9a-f]{32}$")

@@ -19,9 +19,10 @@ from django.contrib.auth.models import User
 from apps.grading.models import GradingAttempt, GradingOutcome
 from apps.jobs.models import Job, JobStatus
 from apps.submissions.models import Submission, SubmissionStatus
+from tests.factories.jobs import make_job
+from tests.factories.submissions import make_stored_submission
 from tests.grading.sandboxes import processes_with_argument
 from tests.processes import database_url
-from tests.review.factories import make_job, make_submission
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,7 +91,7 @@ def test_cluster_killed_mid_grade_completes_exactly_once_after_lease(
     from django_q.brokers.orm import ORM
     from django_q.tasks import async_task
 
-    submission = make_submission(user, program=SLEEPER)
+    submission = make_stored_submission(user, program=SLEEPER)
     job = make_job(submission)
     # GRADING_TIMEOUT 4 s -> lease 5 s (renewed while the worker lives); the broker re-delivers
     # an unacknowledged task 11 s after it handed it out.

@@ -19,8 +19,9 @@ from apps.grading.isolation.bubblewrap import SANDBOX_PATH, WORK_DIR
 from apps.grading.tasks import grade_job
 from apps.jobs.models import Job, JobStatus
 from apps.submissions.models import Submission, SubmissionStatus
+from tests.factories.jobs import make_job
+from tests.factories.submissions import make_stored_submission, tar_gz_bytes, zip_bytes
 from tests.grading.sandboxes import processes_with_argument
-from tests.review.factories import make_job, make_submission, tar_gz_bytes, zip_bytes
 
 pytestmark = pytest.mark.django_db
 
@@ -38,7 +39,7 @@ def _small_limits(sandbox_settings: Any) -> None:
 
 
 def _grade(user: User, program: str | None, **kwargs: Any) -> tuple[Submission, Job]:
-    submission = make_submission(user, program=program, **kwargs)
+    submission = make_stored_submission(user, program=program, **kwargs)
     job = make_job(submission)
     grade_job(job.pk)
     submission.refresh_from_db()
@@ -318,7 +319,7 @@ def test_unsafe_archives_fail_with_reason(
 
 
 def test_missing_entrypoint_fails(user: User) -> None:
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission)
 
     grade_job(job.pk)

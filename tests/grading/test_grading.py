@@ -25,8 +25,9 @@ from apps.jobs.services import job_transition
 from apps.submissions.models import Submission, SubmissionStatus
 from apps.submissions.services import submission_transition
 from tests.concurrency import run_concurrently
+from tests.factories.jobs import make_job
+from tests.factories.submissions import make_stored_submission
 from tests.grading.graders import invocations
-from tests.review.factories import make_job, make_submission
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +37,7 @@ def _fresh(submission: Submission) -> Submission:
 
 
 def test_grade_job_completes_submission_and_job(user: User, grader_log: Path) -> None:
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission, config={"score": 0.75})
 
     assert grade_job(job.pk) == "completed"
@@ -61,7 +62,7 @@ def test_grade_job_completes_submission_and_job(user: User, grader_log: Path) ->
 def test_grading_takes_five_statements_to_lease_and_three_to_record(
     user: User, grader_log: Path, django_assert_num_queries: Any
 ) -> None:
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission)
 
     # Lease: the job with its submission locked, submission and job updates, the attempt,
@@ -72,7 +73,7 @@ def test_grading_takes_five_statements_to_lease_and_three_to_record(
 
 
 def test_review_pending_result_completes_the_job(user: User, grader_log: Path) -> None:
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission, config={"outcome": "review_pending", "score": 0.5})
 
     assert grade_job(job.pk) == "review_pending"
@@ -84,7 +85,7 @@ def test_review_pending_result_completes_the_job(user: User, grader_log: Path) -
 
 def test_failed_result_fails_submission_and_job_with_reason(user: User, settings: Any) -> None:
     settings.GRADER = "tests.grading.graders.RaisingGrader"
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission)
 
     assert grade_job(job.pk) == "failed"
@@ -98,7 +99,7 @@ def test_failed_result_fails_submission_and_job_with_reason(user: User, settings
 
 
 def test_delivery_after_completion_does_nothing(user: User, grader_log: Path) -> None:
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission, config={"score": 3})
     grade_job(job.pk)
     before = _fresh(submission)
@@ -121,7 +122,7 @@ def test_delivery_after_completion_does_nothing(user: User, grader_log: Path) ->
 
 def test_late_result_cannot_move_a_completed_submission_back(user: User) -> None:
     """Out of order: an old worker's result arrives after a newer one completed it."""
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission)
     old = grading_lease_acquire(job_id=job.pk)
     assert old is not None
@@ -139,7 +140,7 @@ def test_late_result_cannot_move_a_completed_submission_back(user: User) -> None
 
 
 def test_delivery_during_live_lease_is_skipped(user: User) -> None:
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission)
     assert grading_lease_acquire(job_id=job.pk) is not None
 
@@ -151,7 +152,7 @@ def test_delivery_during_live_lease_is_skipped(user: User) -> None:
 
 
 def test_expired_lease_is_taken_over_and_counted(user: User) -> None:
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission)
     first = grading_lease_acquire(job_id=job.pk)
     assert first is not None
@@ -169,7 +170,7 @@ def test_expired_lease_is_taken_over_and_counted(user: User) -> None:
 
 def test_max_attempts_ends_in_failed_with_reason(user: User, settings: Any) -> None:
     settings.GRADING_MAX_ATTEMPTS = 2
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission)
     moment = timezone.now()
     step = dt.timedelta(seconds=grading_lease_seconds() + 1)
@@ -191,7 +192,7 @@ def test_max_attempts_ends_in_failed_with_reason(user: User, settings: Any) -> N
 
 
 def test_cancel_during_grading_makes_the_worker_lose_its_write(user: User) -> None:
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission)
     lease = grading_lease_acquire(job_id=job.pk)
     assert lease is not None
@@ -215,7 +216,7 @@ def test_cancel_during_grading_makes_the_worker_lose_its_write(user: User) -> No
 
 
 def test_cancelled_job_is_not_graded(user: User, grader_log: Path) -> None:
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission, status=JobStatus.CANCELLED)
 
     assert grade_job(job.pk) == "skipped"
@@ -234,7 +235,7 @@ def test_unknown_job_is_skipped(db: None) -> None:
 def test_finished_submission_is_skipped_and_its_stray_job_closed(
     user: User, grader_log: Path, status: str
 ) -> None:
-    submission = make_submission(user, status=status)
+    submission = make_stored_submission(user, status=status)
     job = make_job(submission)
 
     assert grade_job(job.pk) == "skipped"
@@ -248,13 +249,13 @@ def test_finished_submission_is_skipped_and_its_stray_job_closed(
 def test_reaper_reenqueues_expired_leases_and_stale_pending_jobs(
     user: User, other_user: User, django_capture_on_commit_callbacks: Any, settings: Any
 ) -> None:
-    stuck = make_submission(user)
+    stuck = make_stored_submission(user)
     stuck_job = make_job(stuck)
     lease = grading_lease_acquire(job_id=stuck_job.pk)
     assert lease is not None
-    pending = make_submission(other_user)
+    pending = make_stored_submission(other_user)
     pending_job = make_job(pending)
-    fresh = make_submission(other_user, question_id="q2")
+    fresh = make_stored_submission(other_user, question_id="q2")
     later = timezone.now() + dt.timedelta(seconds=settings.Q_CLUSTER["retry"] + 1)
     Job.objects.filter(pk=make_job(fresh).pk).update(created_at=later)
 
@@ -268,7 +269,7 @@ def test_reaper_reenqueues_expired_leases_and_stale_pending_jobs(
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_duplicate_deliveries_grade_once(user: User, grader_log: Path) -> None:
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission, config={"sleep": 0.3, "score": 5})
 
     outcomes = run_concurrently(lambda _i: grade_job(job.pk), 6)
@@ -291,7 +292,7 @@ def test_concurrent_duplicate_deliveries_grade_once(user: User, grader_log: Path
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_takeover_of_expired_lease_has_one_winner(user: User, grader_log: Path) -> None:
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission, config={"score": 2})
     first = grading_lease_acquire(job_id=job.pk)
     assert first is not None
@@ -312,7 +313,7 @@ def test_regraded_submission_is_graded_again_with_fresh_attempts(
 ) -> None:
     from apps.review.services import submission_regrade
 
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     grade_job(make_job(submission, config={"score": 1}).pk)
 
     result = submission_regrade(user=staff_user, submission_id=submission.pk)
@@ -325,7 +326,7 @@ def test_regraded_submission_is_graded_again_with_fresh_attempts(
 
 
 def test_grader_with_unknown_outcome_fails_the_attempt(user: User, grader_log: Path) -> None:
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission, config={"outcome": "excellent"})
 
     assert grade_job(job.pk) == "failed"
@@ -335,7 +336,7 @@ def test_grader_with_unknown_outcome_fails_the_attempt(user: User, grader_log: P
 def test_review_pending_submission_reaches_the_queue_and_a_verdict(
     user: User, reviewer: User, grader_log: Path, client_for: Any
 ) -> None:
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     grade_job(make_job(submission, config={"outcome": "review_pending", "score": 0.2}).pk)
     client = client_for(reviewer)
 
@@ -363,7 +364,7 @@ def test_a_live_worker_keeps_its_lease_past_the_lease_length(
     import time
 
     settings.GRADING_TIMEOUT = 0.5  # lease 1.5 s, renewed every 0.5 s
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     job = make_job(submission, config={"sleep": 2.5, "score": 4})
     outcome: list[str] = []
 
@@ -389,5 +390,5 @@ def test_a_live_worker_keeps_its_lease_past_the_lease_length(
 def test_periodic_reaper_task_runs(user: User) -> None:
     from apps.grading.tasks import reap_expired_leases
 
-    make_submission(user)
+    make_stored_submission(user)
     assert reap_expired_leases() == []

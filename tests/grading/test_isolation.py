@@ -30,13 +30,14 @@ from apps.grading.tasks import grade_job
 from apps.jobs.models import Job
 from apps.submissions.models import Submission, SubmissionStatus
 from tests.concurrency import run_concurrently
+from tests.factories.jobs import make_job
+from tests.factories.submissions import make_stored_submission
 from tests.grading.sandboxes import (
     pid_namespace,
     processes_with_argument,
     real_effective_saved_uids,
     sandbox_processes,
 )
-from tests.review.factories import make_job, make_submission
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,7 +78,7 @@ Grade = Callable[..., tuple[str, str]]
 
 
 def _grade_as_root_worker(user: User, program: str, config: dict[str, Any]) -> tuple[str, str]:
-    submission = make_submission(
+    submission = make_stored_submission(
         user, program=REPORT + textwrap.dedent(program), config=json.dumps(config).encode()
     )
     job = make_job(submission)
@@ -503,7 +504,7 @@ def test_concurrent_gradings_cannot_see_or_forge_each_other(user: User) -> None:
     report(found)
     """
     submissions = [
-        make_submission(user, program=REPORT + textwrap.dedent(p))
+        make_stored_submission(user, program=REPORT + textwrap.dedent(p))
         for p in (victim_program, attacker_program)
     ]
     jobs = [make_job(s) for s in submissions]
@@ -518,7 +519,7 @@ def test_concurrent_gradings_cannot_see_or_forge_each_other(user: User) -> None:
 
 
 def test_the_database_and_other_submissions_are_untouched(user: User, other_user: User) -> None:
-    bystander = make_submission(other_user, program="x = 1\n")
+    bystander = make_stored_submission(other_user, program="x = 1\n")
     program = """
     import os, sqlite3, sys
     found = []

@@ -13,7 +13,8 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from apps.grading.tasks import grade_job
-from tests.review.factories import make_job, make_submission
+from tests.factories.jobs import make_job
+from tests.factories.submissions import make_stored_submission
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,7 +31,7 @@ def test_logs_grow_while_the_program_runs(
     user: User, sandbox_settings: Any, client_for: Callable[[User], APIClient]
 ) -> None:
     sandbox_settings.GRADING_TIMEOUT = 20
-    job = make_job(make_submission(user, program=PROGRAM))
+    job = make_job(make_stored_submission(user, program=PROGRAM))
     client = client_for(user)
 
     def work() -> None:

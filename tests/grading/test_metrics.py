@@ -17,9 +17,10 @@ from apps.core.queue import task_broker
 from apps.grading.services import grading_run
 from apps.jobs.models import Job, JobStatus
 from apps.submissions.models import Submission, SubmissionStatus
+from tests.factories.jobs import make_job
+from tests.factories.submissions import make_stored_submission
 from tests.metrics import deltas, scrape
 from tests.processes import Start, child_env, stop, wait_for
-from tests.review.factories import make_job, make_submission
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,7 +41,8 @@ def test_a_real_worker_s_gradings_queue_and_review_are_counted(
     task_broker().purge_queue()  # nothing left over by earlier tests reaches our worker
     outcomes = ["completed", "failed", "review_pending"]
     submissions = [
-        make_submission(user, status=SubmissionStatus.DRAFT, program="print(1)") for _ in outcomes
+        make_stored_submission(user, status=SubmissionStatus.DRAFT, program="print(1)")
+        for _ in outcomes
     ]
     before = scrape(settings)
     job_ids = []
@@ -122,14 +124,14 @@ def test_an_expired_lease_taken_over_and_exhausted_attempts_are_counted(
     settings.GRADER = "tests.grading.graders.RecordingGrader"
     settings.GRADING_MAX_ATTEMPTS = 2
     expired = timezone.now() - dt.timedelta(seconds=5)
-    taken = make_submission(
+    taken = make_stored_submission(
         user,
         status=SubmissionStatus.PROCESSING,
         lease_token="old",
         lease_expires_at=expired,
         attempts=1,
     )
-    exhausted = make_submission(
+    exhausted = make_stored_submission(
         user,
         status=SubmissionStatus.PROCESSING,
         lease_token="old2",

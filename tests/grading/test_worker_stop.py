@@ -21,9 +21,10 @@ from apps.core.queue import GRADE_JOB
 from apps.grading.models import GradingAttempt, GradingOutcome
 from apps.jobs.models import Job, JobStatus
 from apps.submissions.models import Submission, SubmissionStatus
+from tests.factories.jobs import make_job
+from tests.factories.submissions import make_stored_submission
 from tests.grading.sandboxes import processes_with_argument
 from tests.processes import Start, child_env, wait_for
-from tests.review.factories import make_job, make_submission
 
 GRACE_SECONDS = 5  # honcho's KILL_WAIT: after it, SIGKILL
 
@@ -93,7 +94,7 @@ def test_cluster_stops_mid_grading_and_the_next_one_finishes_it(
     from django_q.brokers.orm import ORM
     from django_q.tasks import async_task
 
-    submission = make_submission(user, program=SLEEPER)
+    submission = make_stored_submission(user, program=SLEEPER)
     job = make_job(submission)
     first = start_process("first", ["manage.py", "qcluster"], _env())
     wait_for(lambda: _started(tmp_path, "first"), 60, "the cluster to start")

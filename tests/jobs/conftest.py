@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from apps.submissions.models import Submission
-from tests.jobs.factories import make_submission
+from tests.factories.submissions import make_submission
 
 SubmissionMaker = Callable[..., Submission]
 

@@ -20,7 +20,7 @@ from rest_framework.authtoken.models import Token
 from apps.jobs.models import IdempotencyKey, Job
 from apps.jobs.services import idempotency_fingerprint
 from apps.submissions.models import Submission
-from tests.jobs.factories import make_submission
+from tests.factories.submissions import make_submission
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,8 @@ from apps.jobs.services import (
     job_transition,
 )
 from apps.submissions.models import SubmissionStatus
-from tests.jobs.factories import make_job, make_submission
+from tests.factories.jobs import make_job
+from tests.factories.submissions import make_submission
 
 pytestmark = pytest.mark.django_db
 
@@ -209,7 +210,7 @@ def test_in_progress_key_with_another_payload_is_reused(submit: Submit, user: Us
 
 
 def test_jobs_show_their_submissions_state_and_score(user_client: Any, user: Any) -> None:
-    from tests.review.factories import make_graded_submission, make_job
+    from tests.factories.submissions import make_graded_submission
 
     job = make_job(make_graded_submission(user, score=0.625), status="completed")
 

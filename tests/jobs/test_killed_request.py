@@ -20,8 +20,8 @@ from rest_framework.test import APIClient
 
 from apps.jobs.models import IdempotencyKey, Job
 from apps.jobs.services import idempotency_fingerprint
-from tests.factories import make_user
-from tests.jobs.factories import make_submission
+from tests.factories.submissions import make_submission
+from tests.factories.users import make_user
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from apps.jobs.models import IdempotencyKey
 from apps.quotas.models import QuotaPolicy
-from tests.jobs.factories import make_submission
+from tests.factories.submissions import make_submission
 from tests.metrics import deltas, scrape
 
 # Reservations and finished jobs are counted once their transaction commits.

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from apps.quotas.models import QuotaPolicy
-from tests.jobs.factories import make_submission
+from tests.factories.submissions import make_submission
 
 pytestmark = pytest.mark.django_db
 

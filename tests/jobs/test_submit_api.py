@@ -22,7 +22,8 @@ from apps.jobs.services import job_transition
 from apps.quotas.models import QuotaPolicy, Reservation
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
 from tests.brokers import unreachable_broker
-from tests.jobs.factories import make_job, make_submission
+from tests.factories.jobs import make_job
+from tests.factories.submissions import make_submission
 
 pytestmark = pytest.mark.django_db
 

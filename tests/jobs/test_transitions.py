@@ -11,7 +11,7 @@ from apps.core.exceptions import InvalidTransition
 from apps.jobs.models import Job, JobStatus
 from apps.jobs.services import job_cancel, job_finish, job_transition
 from tests.concurrency import run_concurrently
-from tests.jobs.factories import make_job
+from tests.factories.jobs import make_job
 
 
 @pytest.mark.django_db

@@ -13,8 +13,8 @@ from apps.quotas.models import Reservation
 from apps.review.services.review import review_claim
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
 from tests import faults
-from tests.factories import make_user
-from tests.review.factories import add_file
+from tests.factories.submissions import add_file
+from tests.factories.users import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -7,7 +7,7 @@ from http import HTTPStatus
 import pytest
 from django.test import Client
 
-from tests.factories import make_user
+from tests.factories.users import make_user
 
 pytestmark = [pytest.mark.django_db]
 

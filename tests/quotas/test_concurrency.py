@@ -12,7 +12,7 @@ from apps.quotas.models import QuotaPolicy, Reservation
 from apps.quotas.selectors import reservation_active_q
 from apps.quotas.services import quota_policy_adjust, reservation_reserve
 from tests.concurrency import run_concurrently
-from tests.factories import make_user
+from tests.factories.users import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

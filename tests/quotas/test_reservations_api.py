@@ -16,7 +16,8 @@ from apps.core.cleanup import cleanup_run
 from apps.jobs.models import IdempotencyKey
 from apps.quotas.models import QuotaPolicy, Reservation
 from apps.quotas.services import quota_policy_adjust
-from tests.jobs.factories import make_job, make_submission
+from tests.factories.jobs import make_job
+from tests.factories.submissions import make_submission
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,8 @@ from apps.jobs.models import Job
 from apps.review.models import ReviewClaim, ReviewRecord
 from apps.review.services import review_claim, review_complete
 from apps.submissions.models import SubmissionStatus
-from tests.review.factories import make_graded_submission, make_job, make_submission
+from tests.factories.jobs import make_job
+from tests.factories.submissions import make_graded_submission, make_stored_submission
 
 pytestmark = pytest.mark.django_db
 
@@ -36,11 +37,11 @@ def test_admin_pages_render(
 ) -> None:
     from apps.grading.tasks import grade_job
 
-    submission = make_submission(user)
+    submission = make_stored_submission(user)
     grade_job(make_job(submission, config={"outcome": "review_pending"}).pk)
     review_claim(user=reviewer, submission_id=submission.pk)
     review_complete(user=reviewer, submission_id=submission.pk, verdict="approve")
-    other = make_submission(user, status=SubmissionStatus.REVIEW_PENDING, question_id="x")
+    other = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING, question_id="x")
     review_claim(user=reviewer, submission_id=other.pk)
 
     for app, model in (
@@ -62,7 +63,7 @@ def test_admin_regrade_action(
     admin_client: Client, user: User, django_capture_on_commit_callbacks: Any
 ) -> None:
     done = make_graded_submission(user, score=1)
-    running = make_submission(user, status=SubmissionStatus.PROCESSING, question_id="r")
+    running = make_stored_submission(user, status=SubmissionStatus.PROCESSING, question_id="r")
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = admin_client.post(
@@ -83,7 +84,7 @@ def test_admin_regrade_action(
 def test_admin_expire_claim_action_lets_another_reviewer_claim(
     admin_client: Client, user: User, reviewer: User, other_reviewer: User
 ) -> None:
-    submission = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
     review_claim(user=reviewer, submission_id=submission.pk)
 
     admin_client.post(
@@ -98,8 +99,8 @@ def test_admin_expire_claim_action_lets_another_reviewer_claim(
 def test_cleanup_claims_removes_expired_and_orphaned_only(
     user: User, reviewer: User, settings: Any
 ) -> None:
-    live = make_submission(user, status=SubmissionStatus.REVIEW_PENDING, question_id="a")
-    stale = make_submission(user, status=SubmissionStatus.REVIEW_PENDING, question_id="b")
+    live = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING, question_id="a")
+    stale = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING, question_id="b")
     review_claim(user=reviewer, submission_id=live.pk)
     review_claim(user=reviewer, submission_id=stale.pk)
     ReviewClaim.objects.filter(submission=stale).update(
@@ -127,5 +128,5 @@ def test_reviewer_permission_exists() -> None:
 def test_periodic_reaper_task_runs(user: User) -> None:
     from apps.grading.tasks import reap_expired_leases
 
-    make_submission(user)
+    make_stored_submission(user)
     assert reap_expired_leases() == []

@@ -23,8 +23,8 @@ from apps.review.services.review import (
 )
 from apps.submissions.models import SubmissionStatus
 from tests.concurrency import run_concurrently
-from tests.factories import make_user
-from tests.review.factories import make_submission
+from tests.factories.submissions import make_stored_submission
+from tests.factories.users import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +34,7 @@ def _ttl(settings: Any) -> dt.timedelta:
 
 
 def test_re_claiming_extends_the_holders_claim(user: User, reviewer: User, settings: Any) -> None:
-    submission = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
     first = review_claim(user=reviewer, submission_id=submission.pk)
 
     with time_machine.travel(timezone.now() + dt.timedelta(minutes=5)):
@@ -47,7 +47,7 @@ def test_re_claiming_extends_the_holders_claim(user: User, reviewer: User, setti
 def test_a_live_claim_refuses_another_reviewer_with_its_holder(
     user: User, reviewer: User, other_reviewer: User
 ) -> None:
-    submission = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
     state = review_claim(user=reviewer, submission_id=submission.pk)
 
     with pytest.raises(AlreadyClaimed) as caught:
@@ -61,7 +61,7 @@ def test_a_live_claim_refuses_another_reviewer_with_its_holder(
 def test_a_claim_expires_at_query_time_and_the_old_holder_can_neither_extend_nor_release(
     user: User, reviewer: User, other_reviewer: User, settings: Any
 ) -> None:
-    submission = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
     review_claim(user=reviewer, submission_id=submission.pk)
 
     with time_machine.travel(timezone.now() + _ttl(settings) + dt.timedelta(seconds=1)):
@@ -79,7 +79,7 @@ def test_a_claim_expires_at_query_time_and_the_old_holder_can_neither_extend_nor
 def test_extend_renews_only_the_holders_live_claim(
     user: User, reviewer: User, other_reviewer: User, settings: Any
 ) -> None:
-    submission = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
     review_claim(user=reviewer, submission_id=submission.pk)
     later = timezone.now() + dt.timedelta(minutes=10)
 
@@ -95,7 +95,7 @@ def test_extend_renews_only_the_holders_live_claim(
 def test_release_by_the_holder_frees_the_submission_for_another_reviewer(
     user: User, reviewer: User, other_reviewer: User
 ) -> None:
-    submission = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
     review_claim(user=reviewer, submission_id=submission.pk)
 
     with pytest.raises(NotClaimHolder):
@@ -108,7 +108,7 @@ def test_release_by_the_holder_frees_the_submission_for_another_reviewer(
 
 def test_staff_release_any_claim_and_repeat_harmlessly(user: User, reviewer: User) -> None:
     staff = make_user(username="sam", is_staff=True)
-    submission = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
     review_claim(user=reviewer, submission_id=submission.pk)
 
     assert review_claim_release(user=staff, submission_id=submission.pk) is True
@@ -117,7 +117,7 @@ def test_staff_release_any_claim_and_repeat_harmlessly(user: User, reviewer: Use
 
 
 def test_only_a_submission_awaiting_review_can_be_claimed(user: User, reviewer: User) -> None:
-    submission = make_submission(user, status=SubmissionStatus.COMPLETED)
+    submission = make_stored_submission(user, status=SubmissionStatus.COMPLETED)
 
     with pytest.raises(InvalidTransition):
         review_claim(user=reviewer, submission_id=submission.pk)
@@ -129,7 +129,7 @@ def test_only_a_submission_awaiting_review_can_be_claimed(user: User, reviewer: 
 def test_racing_claimers_of_an_expired_claim_one_takes_it_over(
     user: User, reviewer: User, settings: Any
 ) -> None:
-    submission = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
     review_claim(user=reviewer, submission_id=submission.pk)
     claimers = [make_user(username=f"r{i}", reviewer=True) for i in range(6)]
     later = timezone.now() + _ttl(settings) + dt.timedelta(seconds=1)
@@ -146,7 +146,7 @@ def test_racing_claimers_of_an_expired_claim_one_takes_it_over(
 
 
 def test_a_finished_grading_attempt_cannot_change_its_outcome(user: User) -> None:
-    submission = make_submission(user, status=SubmissionStatus.COMPLETED)
+    submission = make_stored_submission(user, status=SubmissionStatus.COMPLETED)
     attempt = GradingAttempt.objects.create(
         submission=submission,
         number=1,

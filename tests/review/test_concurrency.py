@@ -16,14 +16,14 @@ from apps.review.models import ReviewClaim, ReviewRecord
 from apps.review.services import review_claim, review_complete
 from apps.submissions.models import SubmissionStatus
 from tests.concurrency import run_concurrently
-from tests.review.factories import make_submission
+from tests.factories.submissions import make_stored_submission
 
 
 @pytest.mark.django_db(transaction=True)
 def test_ten_threads_two_reviewers_exactly_one_claim_wins(
     user: User, reviewer: User, other_reviewer: User
 ) -> None:
-    submission = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
     reviewers = [reviewer, other_reviewer]
 
     outcomes = run_concurrently(
@@ -47,7 +47,7 @@ def test_ten_threads_through_the_api_exactly_one_200_per_reviewer_pair(
     import httpx
     from rest_framework.authtoken.models import Token
 
-    submission = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
     tokens = [Token.objects.create(user=u).key for u in (reviewer, other_reviewer)]
     url = f"{live_server.url}/api/review/submissions/{submission.pk}/claim/"
 
@@ -69,7 +69,7 @@ def test_ten_threads_through_the_api_exactly_one_200_per_reviewer_pair(
 def test_expired_claim_is_taken_over_and_old_claimer_cannot_complete(
     user: User, reviewer: User, other_reviewer: User, settings: Any
 ) -> None:
-    submission = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
     review_claim(user=reviewer, submission_id=submission.pk)
     with pytest.raises(AlreadyClaimed):
         review_claim(user=other_reviewer, submission_id=submission.pk)
@@ -91,7 +91,7 @@ def test_expired_claim_is_taken_over_and_old_claimer_cannot_complete(
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_completes_record_one_review(user: User, reviewer: User) -> None:
-    submission = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
     review_claim(user=reviewer, submission_id=submission.pk)
 
     outcomes = run_concurrently(

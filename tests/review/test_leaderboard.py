@@ -12,8 +12,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.submissions.models import SubmissionStatus
-from tests.factories import make_user
-from tests.review.factories import make_graded_submission
+from tests.factories.submissions import make_graded_submission
+from tests.factories.users import make_user
 
 pytestmark = pytest.mark.django_db
 

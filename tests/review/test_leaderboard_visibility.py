@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from tests.review.factories import make_graded_submission
+from tests.factories.submissions import make_graded_submission
 
 pytestmark = pytest.mark.django_db
 

@@ -18,8 +18,8 @@ from rest_framework.test import APIClient
 from apps.jobs.models import Job
 from apps.review.models import ReviewClaim, ReviewRecord
 from apps.submissions.models import Submission, SubmissionStatus
-from tests.factories import make_user
-from tests.review.factories import make_graded_submission, make_submission
+from tests.factories.submissions import make_graded_submission, make_stored_submission
+from tests.factories.users import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +41,7 @@ def author_client(author: User, client_for: Callable[[User], APIClient]) -> APIC
 
 @pytest.fixture
 def own_waiting(author: User) -> Submission:
-    return make_submission(author, status=SubmissionStatus.REVIEW_PENDING, score=0.1)
+    return make_stored_submission(author, status=SubmissionStatus.REVIEW_PENDING, score=0.1)
 
 
 def _assert_own_submission(response: Any) -> None:

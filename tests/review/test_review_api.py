@@ -16,8 +16,8 @@ from rest_framework.test import APIClient
 from apps.jobs.models import Job, JobStatus
 from apps.review.models import ReviewClaim, ReviewRecord
 from apps.submissions.models import Submission, SubmissionStatus
-from tests.factories import make_user
-from tests.review.factories import make_graded_submission, make_submission
+from tests.factories.submissions import make_graded_submission, make_stored_submission
+from tests.factories.users import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -30,16 +30,18 @@ def _url(submission: Submission, action: str) -> str:
 
 @pytest.fixture
 def waiting(user: User) -> Submission:
-    return make_submission(user, status=SubmissionStatus.REVIEW_PENDING, score=0.4, question_id="q")
+    return make_stored_submission(
+        user, status=SubmissionStatus.REVIEW_PENDING, score=0.4, question_id="q"
+    )
 
 
 def test_queue_lists_unclaimed_first_then_oldest(
     user: User, reviewer: User, other_reviewer: User, client_for: Client
 ) -> None:
-    oldest = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
-    middle = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
-    newest = make_submission(user, status=SubmissionStatus.REVIEW_PENDING)
-    make_submission(user, status=SubmissionStatus.COMPLETED)
+    oldest = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    middle = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    newest = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    make_stored_submission(user, status=SubmissionStatus.COMPLETED)
     Submission.objects.filter(pk=oldest.pk).update(created_at=timezone.now() - dt.timedelta(3))
     Submission.objects.filter(pk=middle.pk).update(created_at=timezone.now() - dt.timedelta(2))
     client_for(other_reviewer).post(_url(oldest, "claim"))
@@ -136,7 +138,7 @@ def test_claim_unknown_is_404(reviewer_client: APIClient) -> None:
 def test_claim_not_awaiting_review_is_409_invalid_transition(
     user: User, reviewer_client: APIClient
 ) -> None:
-    submission = make_submission(user, status=SubmissionStatus.PROCESSING)
+    submission = make_stored_submission(user, status=SubmissionStatus.PROCESSING)
     response = reviewer_client.post(_url(submission, "claim"))
     assert response.status_code == HTTPStatus.CONFLICT
     assert response.json()["code"] == "invalid_transition"
@@ -312,7 +314,7 @@ def test_regrade_by_non_staff_is_403(user: User, reviewer_client: APIClient) -> 
 
 
 def test_regrade_in_flight_is_409_invalid_transition(user: User, staff_client: APIClient) -> None:
-    submission = make_submission(user, status=SubmissionStatus.PROCESSING)
+    submission = make_stored_submission(user, status=SubmissionStatus.PROCESSING)
     response = staff_client.post(_url(submission, "regrade"))
     assert response.status_code == HTTPStatus.CONFLICT
     assert response.json()["code"] == "invalid_transition"
@@ -321,7 +323,7 @@ def test_regrade_in_flight_is_409_invalid_transition(user: User, staff_client: A
 def test_regrade_clashing_with_in_flight_submission_is_409(
     user: User, staff_client: APIClient
 ) -> None:
-    make_submission(user, status=SubmissionStatus.PENDING, question_id="q", skill="s")
+    make_stored_submission(user, status=SubmissionStatus.PENDING, question_id="q", skill="s")
     finished = make_graded_submission(user, score=1, question_id="q", skill="s")
 
     response = staff_client.post(_url(finished, "regrade"))
@@ -386,9 +388,10 @@ def test_a_reviewer_reads_the_files_output_and_attempts_before_a_verdict(
 ) -> None:
     from apps.grading.models import GradingAttempt
     from apps.jobs.models import Job
-    from tests.review.factories import make_job, make_submission
+    from tests.factories.jobs import make_job
+    from tests.factories.submissions import make_stored_submission
 
-    submission = make_submission(
+    submission = make_stored_submission(
         user,
         program="print('hi')\n",
         status="review_pending",

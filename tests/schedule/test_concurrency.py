@@ -17,8 +17,8 @@ from apps.schedule.batch import plan_execute_batch
 from apps.schedule.execution import plan_claim, plan_execute
 from apps.schedule.models import Life, LifeState, Plan, PlanAttempt, PlanState
 from tests.concurrency import run_concurrently
+from tests.factories.schedule import book_point
 from tests.schedule.conftest import Receiver, at, point_body, term_body
-from tests.schedule.factories import book_point
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -22,8 +22,8 @@ from apps.schedule.batch import plan_execute_batch
 from apps.schedule.execution import plan_claim, plan_execute, plan_invalidate_late
 from apps.schedule.models import Life, LifeState, Plan, PlanKind, PlanState
 from apps.schedule.services import life_cancel, life_change, plan_retry
+from tests.factories.schedule import book_point, book_term
 from tests.schedule.conftest import Receiver
-from tests.schedule.factories import book_point, book_term
 
 pytestmark = pytest.mark.django_db
 

@@ -25,8 +25,8 @@ from apps.schedule.execution import plan_claim
 from apps.schedule.models import Life, LifeState, PlanKind
 from apps.schedule.services import life_book
 from tests.concurrency import run_concurrently
+from tests.factories.schedule import book_point
 from tests.schedule.conftest import Received, Receiver, at, point_body
-from tests.schedule.factories import book_point
 from tests.schedule.test_execution import fire
 
 URL = "/api/schedules/"

@@ -17,10 +17,10 @@ from rest_framework.test import APIClient
 from apps.core.queue import task_broker
 from apps.schedule.execution import plan_claim, plan_execute, plan_invalidate_late
 from apps.schedule.models import Life, Plan, PlanKind, PlanState
+from tests.factories.schedule import book_point, book_term
 from tests.metrics import deltas, scrape
 from tests.processes import Start, child_env, stop, wait_for
 from tests.schedule.conftest import Receiver
-from tests.schedule.factories import book_point, book_term
 
 ATTEMPTS = "yoyaku_schedule_action_attempts_total"
 LATENESS = "yoyaku_schedule_plan_lateness_seconds"

@@ -29,8 +29,8 @@ from apps.schedule.selfcalls import (
     signature_consume,
 )
 from tests.concurrency import run_concurrently
+from tests.factories.schedule import book_point
 from tests.schedule.conftest import Received, Receiver
-from tests.schedule.factories import book_point
 from tests.schedule.test_execution import fire
 
 STOLEN = ("webhook-", "x-schedule-")

@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from apps.schedule.models import Life, LifeState, Plan, PlanKind, PlanState
+from tests.factories.schedule import book_point
 from tests.schedule.conftest import Receiver, at
-from tests.schedule.factories import book_point
 from tests.schedule.test_execution import fire
 
 pytestmark = pytest.mark.django_db

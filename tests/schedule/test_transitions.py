@@ -31,7 +31,7 @@ from apps.schedule.services import (
 )
 from apps.schedule.task_runs import task_run_execute
 from tests.concurrency import run_concurrently
-from tests.schedule.factories import book_point, book_term
+from tests.factories.schedule import book_point, book_term
 
 P = PlanState
 

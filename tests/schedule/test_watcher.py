@@ -27,8 +27,8 @@ from django.utils import timezone
 
 from apps.schedule.models import Life, LifeState, Plan, PlanState
 from apps.schedule.watcher import PlanWatcher
+from tests.factories.schedule import book, book_point
 from tests.schedule.conftest import Receiver
-from tests.schedule.factories import book, book_point
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.django_db(transaction=True)

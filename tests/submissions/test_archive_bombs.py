@@ -167,13 +167,14 @@ def test_the_grader_refuses_the_same_bomb(user: Any, tmp_path: Path, settings: A
     storage by other means) fails its grading without reading the declared name."""
     from apps.grading.tasks import grade_job
     from apps.submissions.models import SubmissionStatus
-    from tests.review.factories import make_job, make_submission
+    from tests.factories.jobs import make_job
+    from tests.factories.submissions import make_stored_submission
 
     settings.GRADER = "apps.grading.grader.SandboxGrader"
     settings.GRADING_ALLOW_UNSANDBOXED = True
     bomb = tmp_path / "bomb.tar.gz"
     long_name_bomb(bomb, 8 * 1024 * 1024)
-    submission = make_submission(
+    submission = make_stored_submission(
         user, program="print(1)\n", extra_files={"data.tar.gz": bomb.read_bytes()}
     )
     grade_job(make_job(submission).pk)

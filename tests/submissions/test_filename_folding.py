@@ -16,7 +16,7 @@ from apps.submissions.exceptions import DuplicateFilename
 from apps.submissions.models import SubmissionFile, filename_fold
 from apps.submissions.services import submission_create, submission_file_add
 from tests.concurrency import run_concurrently
-from tests.jobs.factories import make_submission
+from tests.factories.submissions import make_submission
 from tests.submissions.conftest import add_file, create_submission
 from tests.submissions.incoming import IncomingMaker
 

@@ -14,7 +14,7 @@ from apps.submissions.services import (
     submission_transition_where,
 )
 from tests.concurrency import run_concurrently
-from tests.jobs.factories import make_submission
+from tests.factories.submissions import make_submission
 
 S = SubmissionStatus
 

@@ -1,4 +1,5 @@
-"""Submissions, files and jobs for grading and review tests, created directly."""
+"""Submissions and their files: rows only (`make_submission`), or with the bytes in storage
+(`make_stored_submission`, `add_file`), and archive builders."""
 
 from __future__ import annotations
 
@@ -7,29 +8,65 @@ import io
 import tarfile
 import textwrap
 import zipfile
-from typing import Any
+from typing import Any, cast
 
+import factory
 from django.contrib.auth.models import User
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.utils import timezone
+from factory.declarations import LazyAttribute, Sequence, SubFactory
 
-from apps.jobs.models import Job, JobStatus
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
+from tests.factories.users import UserFactory
+
+
+class SubmissionFactory(factory.django.DjangoModelFactory[Submission]):
+    class Meta:
+        model = Submission
+
+    owner = SubFactory(UserFactory)
+    status = "draft"
+
+
+class SubmissionFileFactory(factory.django.DjangoModelFactory[SubmissionFile]):
+    class Meta:
+        model = SubmissionFile
+
+    submission = SubFactory(SubmissionFactory)
+    filename = Sequence(lambda n: f"file{n}.py")
+    size = 10
+    sha256 = "0" * 64
+    storage_name = LazyAttribute(lambda f: f"submissions/{f.submission.pk}/{f.filename}")
+
+
+def make_submission(
+    *, files: tuple[str, ...] = ("main.py", "config.yaml"), **fields: Any
+) -> Submission:
+    """A draft submission with rows for the given files (default: the complete pair); nothing
+    is stored (the completeness check looks at rows, not storage)."""
+    submission = cast(Submission, SubmissionFactory(**fields))
+    for name in files:
+        SubmissionFileFactory(submission=submission, filename=name)
+    return submission
 
 
 def add_file(submission: Submission, filename: str, content: bytes) -> SubmissionFile:
     """Store `content` at `submissions/<id>/<filename>` and record the SubmissionFile row."""
     name = default_storage.save(f"submissions/{submission.pk}/{filename}", ContentFile(content))
-    return SubmissionFile.objects.create(
-        submission=submission,
-        filename=filename,
-        size=len(content),
-        sha256=hashlib.sha256(content).hexdigest(),
-        storage_name=name,
+    return cast(
+        SubmissionFile,
+        SubmissionFileFactory(
+            submission=submission,
+            filename=filename,
+            size=len(content),
+            sha256=hashlib.sha256(content).hexdigest(),
+            storage_name=name,
+        ),
     )
 
 
-def make_submission(
+def make_stored_submission(
     owner: User,
     *,
     status: str = SubmissionStatus.PENDING,
@@ -38,7 +75,8 @@ def make_submission(
     extra_files: dict[str, bytes] | None = None,
     **fields: Any,
 ) -> Submission:
-    """A submission with `main.py` (when `program` is given) and `config.yaml` in storage."""
+    """A submission (`pending` by default) with `main.py` (when `program` is given) and
+    `config.yaml` in storage, ready for a grader."""
     submission = Submission.objects.create(owner=owner, status=status, **fields)
     if program is not None:
         add_file(submission, submission.entrypoint, textwrap.dedent(program).encode())
@@ -48,24 +86,13 @@ def make_submission(
     return submission
 
 
-def make_job(
-    submission: Submission, *, status: str = JobStatus.QUEUED, config: dict[str, Any] | None = None
-) -> Job:
-    return Job.objects.create(
-        owner=submission.owner, submission=submission, status=status, config=config or {}
-    )
-
-
 def make_graded_submission(
     owner: User, *, score: float | None, status: str = SubmissionStatus.COMPLETED, **fields: Any
 ) -> Submission:
-    from django.utils import timezone
-
-    submission = Submission.objects.create(owner=owner, status=status, score=score, **fields)
-    if status == SubmissionStatus.COMPLETED and "completed_at" not in fields:
-        submission.completed_at = timezone.now()
-        submission.save(update_fields=["completed_at"])
-    return submission
+    """A submission whose grading ended with `score` (completed now unless told otherwise)."""
+    if status == SubmissionStatus.COMPLETED:
+        fields.setdefault("completed_at", timezone.now())
+    return Submission.objects.create(owner=owner, status=status, score=score, **fields)
 
 
 def zip_bytes(members: dict[str, bytes]) -> bytes:
