@@ -20,7 +20,9 @@ Here instead:
   sends it to every worker as it begins to stop, so a stop reaches the workers whoever was
   signalled. The handler marks the worker as stopping; inside an `interruptible()` block it
   raises `WorkerStopping` there, so a long task (a grading) ends at once, its `finally` blocks
-  killing what it started. A task gives its work back (see `grading_run`).
+  killing what it started. A task gives its work back (see `grading_run`), then calls
+  `worker_leave`: outside a cluster stop the worker leaves through django-q2's own timeout
+  exit and is replaced. Tasks that are not interruptible run to their end.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ _interruptible = False
 # Set in a GracefulSentinel's process, so true in the workers it forks; false where django-q2
 # runs a task in-process (`sync`, the test suite) and the signals are not the cluster's.
 _in_cluster = False
+# The cluster's stop event (a multiprocessing.Event), inherited by the workers the same way.
+_cluster_stop_event: Any = None
 
 
 def worker_stopping() -> bool:
@@ -74,6 +78,23 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
         raise WorkerStopping()
 
 
+def worker_leave() -> None:
+    """Called by a task that gave its work back because this worker is stopping.
+
+    In a cluster stop it returns: the task ends normally and the worker exits on its poison
+    pill. A worker signalled alone (django-q2's guard after a timeout, an operator) raises
+    django-q2's TimeoutException instead, the one way out of a worker's loop that keeps the task
+    queue sound: the task is recorded failed, the worker exits, and the guard starts a new one.
+    Killing a worker outright could leave the queue's lock held by a dead process.
+    """
+    from django_q.exceptions import TimeoutException
+
+    event = _cluster_stop_event
+    if event is not None and event.is_set():
+        return
+    raise TimeoutException("The worker was asked to stop (SIGTERM); its work was given back.")
+
+
 def worker_signals_install(**kwargs: Any) -> None:
     """django-q2 `post_spawn` receiver: a worker of this cluster handles SIGTERM (see above)."""
     if _in_cluster:
@@ -92,11 +113,12 @@ class GracefulSentinel(Sentinel):
         timeout: Any = None,
         start: bool = True,
     ) -> None:
-        global _in_cluster
+        global _in_cluster, _cluster_stop_event
         super().__init__(stop_event, start_event, cluster_id, broker, timeout, start=False)
-        # Both inherited by the workers, monitor and pusher forked from here.
+        # All three inherited by the workers, monitor and pusher forked from here.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         _in_cluster = True
+        _cluster_stop_event = stop_event
         if start:
             self.start()
 

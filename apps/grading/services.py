@@ -33,7 +33,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, connections, transaction
 from django.utils import timezone
 
-from apps.core.cluster import WorkerStopping, interruptible, worker_stopping
+from apps.core.cluster import WorkerStopping, interruptible, worker_leave, worker_stopping
 from apps.core.exceptions import InvalidTransition
 from apps.core.logcontext import log_bind, log_context
 from apps.core.queue import GRADE_JOB, enqueue_on_commit
@@ -349,6 +349,7 @@ def _grading_run(*, job_id: str) -> str:
     if worker_stopping():
         # Delivered to a worker that is stopping: back to the queue for the next one.
         grading_enqueue(job_id=job_id)
+        worker_leave()
         return "requeued"
     lease = grading_lease_acquire(job_id=job_id)
     if lease is None:
@@ -378,6 +379,7 @@ def _grading_run(*, job_id: str) -> str:
             keeper.stop()
     if result is None:
         grading_lease_give_back(lease=lease)
+        worker_leave()
         return "interrupted"
     if result.outcome not in (
         SubmissionStatus.COMPLETED,

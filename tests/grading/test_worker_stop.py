@@ -132,3 +132,52 @@ def test_cluster_stops_mid_grading_and_the_next_one_finishes_it(
         GradingOutcome.COMPLETED,
     ]
     assert Job.objects.get(pk=job.pk).status == JobStatus.COMPLETED
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_signalled_alone_mid_grading_gives_back_and_is_replaced(
+    user: User, start_process: Start, tmp_path: Path
+) -> None:
+    """As django-q2's guard does to a worker past its timeout: the grading is given back, the
+    worker leaves cleanly (the task queue stays sound) and its replacement finishes the work."""
+    from django_q.brokers.orm import ORM
+    from django_q.tasks import async_task
+
+    submission = make_submission(user, program=SLEEPER)
+    job = make_job(submission)
+    process = start_process("alone", ["manage.py", "qcluster"], _env())
+    wait_for(functools.partial(_started, tmp_path, "alone"), 60, "the cluster to start")
+    log = tmp_path / "alone.log"
+    (worker_pid,) = [
+        int(line.rsplit(" ", 1)[1])
+        for line in log.read_text().splitlines()
+        if "ready for work at" in line
+    ]
+    async_task(GRADE_JOB, job.pk, broker=ORM(list_key="yoyaku"))
+    wait_for(lambda: bool(processes_with_argument("3.1337")), 40, "the program to run")
+
+    os.kill(worker_pid, signal.SIGTERM)
+
+    wait_for(lambda: not _pid_alive(worker_pid), 5, "the signalled worker to leave")
+    wait_for(
+        lambda: Submission.objects.get(pk=submission.pk).status == SubmissionStatus.COMPLETED,
+        60,
+        "the new worker to finish the grading",
+    )
+    assert "reincarnated worker" in log.read_text()
+    row = Submission.objects.get(pk=submission.pk)
+    assert (row.score, row.attempts) == (0.7, 1)
+    assert [a.outcome for a in GradingAttempt.objects.filter(submission=row).order_by("pk")] == [
+        GradingOutcome.ABANDONED,
+        GradingOutcome.COMPLETED,
+    ]
+    assert _stop_seconds(process, whole_group=True) < GRACE_SECONDS
