@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ def test_idle_cluster_stops_within_the_grace_period_every_time(
     for run in range(3):
         name = f"idle-{run}"
         process = start_process(name, ["manage.py", "qcluster"], _env(Q_WORKERS="2"))
-        wait_for(lambda name=name: _started(tmp_path, name), 60, "the cluster to start")
+        wait_for(partial(_started, tmp_path, name), 60, "the cluster to start")
         seconds = _stop_seconds(process, whole_group=True)
         assert seconds < GRACE_SECONDS, f"stop {run + 1} took {seconds:.1f} s"
         assert process.returncode == 0
