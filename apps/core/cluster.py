@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any
@@ -72,7 +73,13 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def worker_signals_install(**kwargs: Any) -> None:
-    """django-q2 `post_spawn` receiver: this worker process handles SIGTERM (see above)."""
+    """django-q2 `post_spawn` receiver: this worker process handles SIGTERM (see above).
+
+    django-q2's sync mode (`Q_CLUSTER["sync"]`) runs the worker in the caller's process, on
+    whatever thread enqueued (a watcher's dispatch thread): a handler can only be installed
+    from the main thread, and there is no worker process to stop, so nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        return
     signal.signal(signal.SIGTERM, _on_sigterm)
 
 
