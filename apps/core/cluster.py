@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any
@@ -96,9 +97,14 @@ def worker_leave() -> None:
 
 
 def worker_signals_install(**kwargs: Any) -> None:
-    """django-q2 `post_spawn` receiver: a worker of this cluster handles SIGTERM (see above)."""
-    if _in_cluster:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    """django-q2 `post_spawn` receiver: a worker of this cluster handles SIGTERM (see above).
+
+    django-q2's sync mode (`Q_CLUSTER["sync"]`) runs the worker in the caller's process, on
+    whatever thread enqueued (a watcher's dispatch thread): a handler can only be installed
+    from the main thread, and there is no worker process to stop, so nothing is installed."""
+    if not _in_cluster or threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 class GracefulSentinel(Sentinel):

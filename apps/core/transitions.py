@@ -1,11 +1,12 @@
 """One transition table per state machine, and the one compare-and-set that moves rows along it.
 
-Every status or state change in the product goes through `TransitionTable.move` (many rows, or
-one row under extra conditions) or `TransitionTable.move_one` (a loaded object): the table is
-checked first (a move it does not list raises InvalidTransition and writes nothing), then one
-`UPDATE ... WHERE <field> IN (<from-states>)` writes the new state with the caller's other
-columns, so a stale caller never overwrites a newer state. Raw SQL writers (the job
-submission's seal) ask `assert_allowed` for the same answer before they run.
+Every change of a status or state column (jobs, submissions, grading attempts, plans, Lives,
+task runs) goes through `TransitionTable.move` (many rows, or one row under extra conditions)
+or `TransitionTable.move_one` (a loaded object): the table is checked first (a move it does not
+list raises InvalidTransition and writes nothing), then one `UPDATE ... WHERE <field> IN
+(<from-states>)` writes the new state with the caller's other columns, so a stale caller never
+overwrites a newer state. Raw SQL writers (the job submission's seal) ask `assert_allowed` for
+the same answer before they run.
 """
 
 from __future__ import annotations

@@ -411,10 +411,10 @@ def grading_lease_give_back(*, lease: Lease) -> bool:
     with transaction.atomic():
         released = submission_lease_release(submission_id=lease.submission_id, token=lease.token)
         if released:
-            GradingAttempt.objects.filter(
-                lease_token=lease.token, outcome=GradingOutcome.RUNNING
-            ).update(
-                outcome=GradingOutcome.ABANDONED,
+            GRADING_ATTEMPT_TRANSITIONS.move(
+                GradingAttempt.objects.filter(lease_token=lease.token),
+                old=GradingOutcome.RUNNING,
+                to=GradingOutcome.ABANDONED,
                 finished_at=timezone.now(),
                 reason="The worker stopped before the grading finished; not counted as an attempt.",
             )

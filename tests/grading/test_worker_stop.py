@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ def test_idle_cluster_stops_within_the_grace_period_every_time(
     for run in range(3):
         name = f"idle-{run}"
         process = start_process(name, ["manage.py", "qcluster"], _env(Q_WORKERS="2"))
-        wait_for(functools.partial(_started, tmp_path, name), 60, "the cluster to start")
+        wait_for(partial(_started, tmp_path, name), 60, "the cluster to start")
         seconds = _stop_seconds(process, whole_group=True)
         assert seconds < GRACE_SECONDS, f"stop {run + 1} took {seconds:.1f} s"
         assert process.returncode == 0
@@ -152,7 +153,7 @@ def test_a_worker_signalled_alone_mid_grading_gives_back_and_is_replaced(
     from django_q.brokers.orm import ORM
     from django_q.tasks import async_task
 
-    submission = make_submission(user, program=SLEEPER)
+    submission = make_stored_submission(user, program=SLEEPER)
     job = make_job(submission)
     process = start_process("alone", ["manage.py", "qcluster"], _env())
     wait_for(functools.partial(_started, tmp_path, "alone"), 60, "the cluster to start")

@@ -1,6 +1,5 @@
 """Review claims at service level (no HTTP): one holder, re-claim extends, extend and release
-only by the holder of a live claim, expiry checked at query time, staff release; and grading
-attempt outcomes through their transition table."""
+only by the holder of a live claim, expiry checked at query time, staff release."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from apps.core.exceptions import InvalidTransition
-from apps.grading.models import GRADING_ATTEMPT_TRANSITIONS, GradingAttempt, GradingOutcome
 from apps.review.exceptions import AlreadyClaimed, NotClaimHolder
 from apps.review.models import ReviewClaim
 from apps.review.services.review import (
@@ -143,28 +141,3 @@ def test_racing_claimers_of_an_expired_claim_one_takes_it_over(
     assert len(winners) == 1
     assert all(isinstance(o.error, AlreadyClaimed) for o in outcomes if not o.ok)
     assert ReviewClaim.objects.get(submission=submission).reviewer_id == winners[0]
-
-
-def test_a_finished_grading_attempt_cannot_change_its_outcome(user: User) -> None:
-    submission = make_stored_submission(user, status=SubmissionStatus.COMPLETED)
-    attempt = GradingAttempt.objects.create(
-        submission=submission,
-        number=1,
-        lease_token="t" * 32,
-        lease_expires_at=timezone.now(),
-        outcome=GradingOutcome.COMPLETED,
-    )
-    attempts = GradingAttempt.objects.filter(pk=attempt.pk)
-
-    with pytest.raises(InvalidTransition):
-        GRADING_ATTEMPT_TRANSITIONS.move(
-            attempts, old=GradingOutcome.COMPLETED, to=GradingOutcome.ABANDONED
-        )
-    lost = GRADING_ATTEMPT_TRANSITIONS.move(
-        attempts,
-        old=(GradingOutcome.RUNNING, GradingOutcome.ABANDONED),
-        to=GradingOutcome.LEASE_LOST,
-    )
-
-    assert lost == 0
-    assert GradingAttempt.objects.get(pk=attempt.pk).outcome == GradingOutcome.COMPLETED
