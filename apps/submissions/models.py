@@ -36,11 +36,6 @@ SUBMISSION_TRANSITIONS: TransitionTable[str] = TransitionTable(
 )
 
 IN_FLIGHT_STATUSES = (SubmissionStatus.PENDING, SubmissionStatus.PROCESSING)
-FINISHED_STATUSES = (
-    SubmissionStatus.COMPLETED,
-    SubmissionStatus.FAILED,
-    SubmissionStatus.REVIEW_PENDING,
-)
 
 
 class Submission(models.Model):

@@ -1,8 +1,8 @@
+"""Reservation release and extend. Reserving a slot and the usage page count jobs, so they are
+served by the jobs app (`apps.jobs.api.quota_views`): quotas do not depend on jobs."""
+
 from __future__ import annotations
 
-from http import HTTPStatus
-
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
@@ -10,57 +10,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.schema import error_responses
-from apps.quotas.api.serializers import (
-    QuotaMeOutputSerializer,
-    ReservationOutputSerializer,
-    ReservationTtlInputSerializer,
-)
-from apps.quotas.selectors import quota_status, reservation_list
-from apps.quotas.services import reservation_extend, reservation_release, reservation_reserve
+from apps.quotas.api.serializers import ReservationOutputSerializer, ReservationTtlInputSerializer
+from apps.quotas.services import reservation_extend, reservation_release
 
 _NOT_ACTIVE = "`reservation_not_active`: the reservation is consumed or expired."
-
-
-class QuotaMeApi(APIView):
-    parser_classes = [JSONParser]
-
-    @extend_schema(
-        operation_id="quotas_me", responses={200: QuotaMeOutputSerializer, **error_responses()}
-    )
-    def get(self, request: Request) -> Response:
-        return Response(QuotaMeOutputSerializer(quota_status(user=request.user)).data)
-
-
-class ReservationListCreateApi(APIView):
-    """Your reservations (with their state now), or reserve a concurrent-job slot."""
-
-    parser_classes = [JSONParser]
-
-    @extend_schema(
-        operation_id="quotas_reservations_list",
-        responses={200: ReservationOutputSerializer(many=True), **error_responses()},
-    )
-    def get(self, request: Request) -> Response:
-        reservations = reservation_list(user=request.user)
-        context = {"now": timezone.now()}
-        return Response(ReservationOutputSerializer(reservations, many=True, context=context).data)
-
-    @extend_schema(
-        operation_id="quotas_reservations_reserve",
-        request=ReservationTtlInputSerializer,
-        responses={
-            201: ReservationOutputSerializer,
-            **error_responses(400, 415, 429, _429="`quota_exceeded`: no free concurrent-job slot."),
-        },
-    )
-    def post(self, request: Request) -> Response:
-        data = ReservationTtlInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        reservation = reservation_reserve(
-            user=request.user,  # type: ignore[arg-type]
-            ttl_seconds=data.validated_data.get("ttl_seconds"),
-        )
-        return Response(ReservationOutputSerializer(reservation).data, status=HTTPStatus.CREATED)
 
 
 class ReservationReleaseApi(APIView):
