@@ -190,7 +190,8 @@ class ReviewCompleteApi(APIView):
 
 
 class SubmissionRegradeApi(APIView):
-    """Staff: completed/failed → pending with a new job (no quota charged)."""
+    """Staff: completed/failed → pending with a new job (free; the owner's concurrent limit
+    holds)."""
 
     @extend_schema(
         request=None,
@@ -201,8 +202,11 @@ class SubmissionRegradeApi(APIView):
                 403,
                 404,
                 409,
+                429,
                 _409="`invalid_transition` (not completed/failed), `own_submission` (your own: "
                 "only the admin may override) or `submission_in_flight`.",
+                _429="`quota_exceeded`: the owner's concurrent-job slots are all taken (a "
+                "regrade is exempt from the daily and cost limits only).",
             ),
         },
         operation_id="review_regrade",
