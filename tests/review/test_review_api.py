@@ -370,7 +370,7 @@ def test_schema_documents_every_error_status(api_client: APIClient) -> None:
         "extend/": {"200", "401", "403", "404", "409"},
         "release/": {"200", "401", "403", "404", "409"},
         "complete/": {"200", "400", "401", "403", "404", "409", "415"},
-        "regrade/": {"201", "401", "403", "404", "409"},
+        "regrade/": {"201", "401", "403", "404", "409", "429"},
     }
     for action, statuses in expected.items():
         assert set(schema["paths"][base + action]["post"]["responses"]) == statuses, action
