@@ -11,6 +11,8 @@ from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from apps.submissions.models import Submission
+from tests.factories.submissions import make_submission
 from tests.factories.users import make_user
 from tests.processes import start_process  # noqa: F401 - a fixture for every test package
 
@@ -151,3 +153,19 @@ def redis_url() -> str:
     if not url:
         pytest.skip("REDIS_URL is not set")
     return url
+
+
+@pytest.fixture
+def ready_submission(user: User) -> Submission:
+    """A complete draft submission of alice."""
+    return make_submission(owner=user)
+
+
+@pytest.fixture
+def submit(user_client: APIClient) -> Callable[..., Any]:
+    """POST /api/jobs/ as alice; `headers` go as HTTP headers."""
+
+    def post(body: dict[str, Any], client: APIClient | None = None, **headers: str) -> Any:
+        return (client or user_client).post("/api/jobs/", body, format="json", headers=headers)
+
+    return post

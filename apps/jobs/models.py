@@ -42,6 +42,8 @@ class Job(models.Model):
     )
     status = models.CharField(max_length=20, choices=JobStatus.choices, default=JobStatus.QUEUED)
     config = models.JSONField(default=dict, blank=True)
+    # Always set by admission (`config.resource_class`, else DEFAULT_RESOURCE_CLASS); the column
+    # default only fills rows made outside it (tests, the admin).
     resource_class = models.CharField(max_length=50, default="medium")
     cost = models.FloatField(default=0)
     logs = models.TextField(blank=True, default="")
@@ -108,7 +110,3 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} (user {self.user_id})"
-
-    @property
-    def in_progress(self) -> bool:
-        return self.job_id is None

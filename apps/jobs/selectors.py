@@ -1,16 +1,24 @@
-"""Reads of jobs and idempotency keys."""
+"""Reads of jobs, idempotency keys and the quota usage that jobs and reservations make."""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import cast
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
 from django.db.models import Count, Min, QuerySet
+from django.utils import timezone
 
 from apps.core.selectors import owned_get
-from apps.jobs.models import IdempotencyKey, Job, JobStatus
+from apps.core.sql import SqlStatement
+from apps.jobs.models import ACTIVE_JOB_STATUSES, IdempotencyKey, Job, JobStatus
+from apps.quotas.models import Reservation
+from apps.quotas.selectors import month_start, quota_limits, quota_policy_get, quota_warnings
+from apps.schedule.selectors import life_living_count
+from apps.submissions.selectors import submission_storage_bytes
 
 
 def job_list(*, user: AbstractBaseUser | AnonymousUser, status: str | None = None) -> QuerySet[Job]:
@@ -37,6 +45,19 @@ def job_get(
     )
 
 
+_KEY_LOOKUP = SqlStatement(
+    "SELECT k.{k.fingerprint}, k.{k.expires_at} > %s, k.{k.job}, j.{j.status} FROM {k} k"
+    " LEFT JOIN {j} j ON j.{j.id} = k.{k.job} WHERE k.{k.user} = %s AND k.{k.key} = %s",
+    k=IdempotencyKey,
+    j=Job,
+)
+
+
+def job_latest(*, submission_id: str) -> Job | None:
+    """The submission's most recent job (None when it never had one)."""
+    return Job.objects.filter(submission_id=submission_id).order_by("-created_at", "-id").first()
+
+
 @dataclass(frozen=True)
 class KeyLookup:
     """What a plain read of an idempotency key row says (no lock)."""
@@ -53,16 +74,7 @@ def idempotency_key_lookup(*, user_id: int, key: str, now: dt.datetime) -> KeyLo
     so written in SQL: the ORM's select_related spent longer compiling it than the database
     running it, and loaded the whole job (logs included) where a replay needs two columns.
     """
-    ops = connection.ops
-    keys = ops.quote_name(IdempotencyKey._meta.db_table)
-    jobs = ops.quote_name(Job._meta.db_table)
-    sql = (
-        f"SELECT k.fingerprint, k.expires_at > %s, k.job_id, j.status FROM {keys} k"  # noqa: S608
-        f" LEFT JOIN {jobs} j ON j.id = k.job_id WHERE k.user_id = %s AND k.key = %s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [ops.adapt_datetimefield_value(now), user_id, key])
-        row = cursor.fetchone()
+    row = _KEY_LOOKUP.fetchone([connection.ops.adapt_datetimefield_value(now), user_id, key])
     if row is None:
         return None
     fingerprint, live, job_id, status = row
@@ -79,3 +91,133 @@ def job_queue_stats() -> tuple[int, dt.datetime | None]:
         n=Count("pk"), oldest=Min("created_at")
     )
     return int(row["n"] or 0), row["oldest"]
+
+
+# --- Quota usage: the jobs and reservations that hold a user's slots ----------------------------
+
+ROLLING_WINDOW = dt.timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class QuotaUsage:
+    active_jobs: int
+    active_reservations: int
+    jobs_last_24h: int
+    cost_this_month: float
+
+    @property
+    def concurrent(self) -> int:
+        return self.active_jobs + self.active_reservations
+
+
+_ACTIVE_MARKS = ", ".join(["%s"] * len(ACTIVE_JOB_STATUSES))
+_USAGE = SqlStatement(
+    # Only placeholders are formatted in (one `%s` per active status); values are parameters.
+    "SELECT (SELECT COUNT(*) FROM {j} WHERE {j.owner} = %s"  # noqa: S608
+    f" AND {{j.status}} IN ({_ACTIVE_MARKS})),"
+    " (SELECT COUNT(*) FROM {j} WHERE {j.owner} = %s AND {j.created_at} > %s),"
+    " (SELECT COALESCE(SUM({j.cost}), 0) FROM {j} WHERE {j.owner} = %s AND {j.created_at} >= %s),"
+    " (SELECT COUNT(*) FROM {r} WHERE {r.user} = %s AND {r.consumed_at} IS NULL"
+    " AND {r.released_at} IS NULL AND {r.expires_at} > %s)",
+    j=Job,
+    r=Reservation,
+)
+
+
+def quota_usage(*, user_id: int, now: dt.datetime) -> QuotaUsage:
+    """What the user holds now, in one statement (four indexed scalar subqueries): queued and
+    running jobs, jobs created in the rolling 24 h, this month's cost, active reservations.
+
+    Called under the policy lock (`apps.jobs.admission`) whenever the result decides an
+    admission. It must be a statement of its own, run after the lock is granted: on PostgreSQL
+    (READ COMMITTED) it then sees every job and reservation committed by the lock's previous
+    holder. Written in SQL because it is on the submission hot path: the ORM's four
+    subqueries cost several times the database's work (docs/benchmarks.md, raw SQL).
+    """
+    adapt = connection.ops.adapt_datetimefield_value
+    row = _USAGE.fetchone(
+        [
+            user_id,
+            *ACTIVE_JOB_STATUSES,
+            user_id,
+            adapt(now - ROLLING_WINDOW),
+            user_id,
+            adapt(month_start(now)),
+            user_id,
+            adapt(now),
+        ]
+    )
+    row = row or (0, 0, 0, 0)  # an aggregate always answers one row
+    return QuotaUsage(
+        active_jobs=int(row[0]),
+        active_reservations=int(row[3]),
+        jobs_last_24h=int(row[1]),
+        cost_this_month=float(row[2] or 0),
+    )
+
+
+def rate_limit_retry_after(*, user_id: int, limit: int, now: dt.datetime) -> int:
+    """Seconds until the rolling 24 h window holds fewer than `limit` of the user's jobs.
+
+    With n jobs in the window, n - limit + 1 of them must leave it; the last of those to leave
+    is the (n - limit)-th oldest (0-based). At least 1 second.
+    """
+    in_window = Job.objects.filter(owner_id=user_id, created_at__gt=now - ROLLING_WINDOW)
+    count = in_window.count()
+    index = max(0, count - max(limit, 0))
+    leaving = in_window.order_by("created_at").values_list("created_at", flat=True)[
+        index : index + 1
+    ]
+    if not leaving:
+        return 1
+    seconds = (leaving[0] + ROLLING_WINDOW - now).total_seconds()
+    return max(1, int(-(-seconds // 1)))
+
+
+@dataclass(frozen=True)
+class QuotaStatus:
+    max_concurrent_jobs: int
+    active_jobs: int
+    active_reservations: int
+    available_slots: int
+    max_jobs_per_day: int
+    jobs_last_24h: int
+    monthly_cost_limit: float | None
+    cost_this_month: float
+    storage_bytes: int
+    max_storage_bytes: int
+    warnings: list[str]
+    active_lives: int
+    max_lives: int
+
+
+def quota_status(
+    *, user: AbstractBaseUser | AnonymousUser, now: dt.datetime | None = None
+) -> QuotaStatus:
+    """The user's limits and usage now (GET /api/quotas/me/); no lock, no write. Includes the
+    stored bytes (submissions) and the schedule's cap on unfinished Lives
+    (SCHEDULE_MAX_LIVES_PER_USER, enforced at booking)."""
+    moment = now or timezone.now()
+    user_id = int(cast(int, user.pk))
+    limits = quota_limits(policy=quota_policy_get(user=user))
+    usage = quota_usage(user_id=user_id, now=moment)
+    return QuotaStatus(
+        max_concurrent_jobs=limits.max_concurrent_jobs,
+        active_jobs=usage.active_jobs,
+        active_reservations=usage.active_reservations,
+        available_slots=max(0, limits.max_concurrent_jobs - usage.concurrent),
+        max_jobs_per_day=limits.max_jobs_per_day,
+        jobs_last_24h=usage.jobs_last_24h,
+        monthly_cost_limit=limits.monthly_cost_limit,
+        cost_this_month=usage.cost_this_month,
+        storage_bytes=submission_storage_bytes(user_id=user_id),
+        max_storage_bytes=limits.max_storage_bytes,
+        warnings=quota_warnings(
+            limits=limits,
+            concurrent=usage.concurrent,
+            jobs_last_24h=usage.jobs_last_24h,
+            cost=usage.cost_this_month,
+        ),
+        active_lives=life_living_count(user_id=user_id),
+        max_lives=int(settings.SCHEDULE_MAX_LIVES_PER_USER),
+    )

@@ -1,4 +1,9 @@
-"""Reads of quotas: effective limits, current usage and reservations (states at query time)."""
+"""Reads of quotas: effective limits, warnings and reservations (states at query time).
+
+Quotas know nothing of jobs: what a user's jobs hold (the counts that admission compares with
+these limits) is read by the jobs app (`apps.jobs.selectors.quota_usage`), which depends on
+this app, never the other way round.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +13,11 @@ from typing import cast
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import connection
 from django.db.models import Case, CharField, Q, QuerySet, Value, When
-from django.utils import timezone
 
 from apps.core.selectors import owned_get
-from apps.jobs.models import ACTIVE_JOB_STATUSES, Job
 from apps.quotas.models import QuotaPolicy, Reservation, ReservationState
-from apps.submissions.selectors import submission_storage_bytes
 
-ROLLING_WINDOW = dt.timedelta(hours=24)
 WARNING_RATIO = 0.8
 
 
@@ -27,18 +27,6 @@ class QuotaLimits:
     max_jobs_per_day: int
     monthly_cost_limit: float | None
     max_storage_bytes: int
-
-
-@dataclass(frozen=True)
-class QuotaUsage:
-    active_jobs: int
-    active_reservations: int
-    jobs_last_24h: int
-    cost_this_month: float
-
-    @property
-    def concurrent(self) -> int:
-        return self.active_jobs + self.active_reservations
 
 
 def user_pk(user: AbstractBaseUser | AnonymousUser) -> int:
@@ -84,25 +72,6 @@ def quota_policy_get(*, user: AbstractBaseUser | AnonymousUser) -> QuotaPolicy:
     return policy if policy is not None else QuotaPolicy(user_id=user_id)
 
 
-@dataclass(frozen=True)
-class StorageStatus:
-    used: int
-    limit: int
-
-    @property
-    def remaining(self) -> int:
-        return max(0, self.limit - self.used)
-
-
-def storage_status(*, user: AbstractBaseUser | AnonymousUser) -> StorageStatus:
-    """Bytes the user stores now (files of all their submissions, drafts and sealed) and their
-    limit. No lock: for fast refusals and display; `storage_admit` decides under the lock."""
-    limits = quota_limits(policy=quota_policy_get(user=user))
-    return StorageStatus(
-        used=submission_storage_bytes(user_id=user_pk(user)), limit=limits.max_storage_bytes
-    )
-
-
 def month_start(now: dt.datetime) -> dt.datetime:
     """The first instant of `now`'s calendar month in UTC."""
     utc = now.astimezone(dt.UTC)
@@ -111,65 +80,6 @@ def month_start(now: dt.datetime) -> dt.datetime:
 
 def reservation_active_q(now: dt.datetime) -> Q:
     return Q(consumed_at__isnull=True, released_at__isnull=True, expires_at__gt=now)
-
-
-def quota_usage(*, user_id: int, now: dt.datetime) -> QuotaUsage:
-    """What the user holds now, in one statement (four indexed scalar subqueries).
-
-    Called under `quota_policy_lock` whenever the result decides an admission. It must be a
-    statement of its own, run after the lock is granted: on PostgreSQL (READ COMMITTED) it
-    then sees every job and reservation committed by the lock's previous holder. Written in
-    SQL because it is on the submission hot path: one round trip instead of two ORM queries.
-    """
-    ops = connection.ops
-    active = list(ACTIVE_JOB_STATUSES)
-    jobs = Job._meta.db_table
-    reservations = Reservation._meta.db_table
-    marks = ", ".join(["%s"] * len(active))
-    sql = (
-        f"SELECT (SELECT COUNT(*) FROM {jobs} WHERE owner_id = %s AND status IN ({marks})),"  # noqa: S608
-        f" (SELECT COUNT(*) FROM {jobs} WHERE owner_id = %s AND created_at > %s),"
-        f" (SELECT COALESCE(SUM(cost), 0) FROM {jobs} WHERE owner_id = %s AND created_at >= %s),"
-        f" (SELECT COUNT(*) FROM {reservations} WHERE user_id = %s AND consumed_at IS NULL"
-        " AND released_at IS NULL AND expires_at > %s)"
-    )
-    params = [
-        user_id,
-        *active,
-        user_id,
-        ops.adapt_datetimefield_value(now - ROLLING_WINDOW),
-        user_id,
-        ops.adapt_datetimefield_value(month_start(now)),
-        user_id,
-        ops.adapt_datetimefield_value(now),
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    return QuotaUsage(
-        active_jobs=int(row[0]),
-        active_reservations=int(row[3]),
-        jobs_last_24h=int(row[1]),
-        cost_this_month=float(row[2] or 0),
-    )
-
-
-def rate_limit_retry_after(*, user_id: int, limit: int, now: dt.datetime) -> int:
-    """Seconds until the rolling 24 h window holds fewer than `limit` of the user's jobs.
-
-    With n jobs in the window, n - limit + 1 of them must leave it; the last of those to leave
-    is the (n - limit)-th oldest (0-based). At least 1 second.
-    """
-    in_window = Job.objects.filter(owner_id=user_id, created_at__gt=now - ROLLING_WINDOW)
-    count = in_window.count()
-    index = max(0, count - max(limit, 0))
-    leaving = in_window.order_by("created_at").values_list("created_at", flat=True)[
-        index : index + 1
-    ]
-    if not leaving:
-        return 1
-    seconds = (leaving[0] + ROLLING_WINDOW - now).total_seconds()
-    return max(1, int(-(-seconds // 1)))
 
 
 def _ratio_reached(used: float, limit: float | None) -> bool:
@@ -246,53 +156,4 @@ def reservation_get(
         label="Reservation",
         owner_attr="user_id",
         for_update=for_update,
-    )
-
-
-@dataclass(frozen=True)
-class QuotaStatus:
-    max_concurrent_jobs: int
-    active_jobs: int
-    active_reservations: int
-    available_slots: int
-    max_jobs_per_day: int
-    jobs_last_24h: int
-    monthly_cost_limit: float | None
-    cost_this_month: float
-    storage_bytes: int
-    max_storage_bytes: int
-    warnings: list[str]
-    active_lives: int
-    max_lives: int
-
-
-def quota_status(
-    *, user: AbstractBaseUser | AnonymousUser, now: dt.datetime | None = None
-) -> QuotaStatus:
-    """The user's limits and usage now (GET /api/quotas/me/); no lock, no write. Includes the
-    schedule's cap on unfinished Lives (SCHEDULE_MAX_LIVES_PER_USER), enforced at booking."""
-    from apps.schedule.selectors import life_living_count
-
-    moment = now or timezone.now()
-    limits = quota_limits(policy=quota_policy_get(user=user))
-    usage = quota_usage(user_id=user_pk(user), now=moment)
-    return QuotaStatus(
-        max_concurrent_jobs=limits.max_concurrent_jobs,
-        active_jobs=usage.active_jobs,
-        active_reservations=usage.active_reservations,
-        available_slots=max(0, limits.max_concurrent_jobs - usage.concurrent),
-        max_jobs_per_day=limits.max_jobs_per_day,
-        jobs_last_24h=usage.jobs_last_24h,
-        monthly_cost_limit=limits.monthly_cost_limit,
-        cost_this_month=usage.cost_this_month,
-        storage_bytes=submission_storage_bytes(user_id=user_pk(user)),
-        max_storage_bytes=limits.max_storage_bytes,
-        warnings=quota_warnings(
-            limits=limits,
-            concurrent=usage.concurrent,
-            jobs_last_24h=usage.jobs_last_24h,
-            cost=usage.cost_this_month,
-        ),
-        active_lives=life_living_count(user_id=user_pk(user)),
-        max_lives=int(settings.SCHEDULE_MAX_LIVES_PER_USER),
     )

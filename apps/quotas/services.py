@@ -1,17 +1,17 @@
-"""Writes to quotas: policies, reservations and job admission, all on one per-user lock.
+"""Writes to quotas: policies and reservations, and the per-user lock that admission takes.
 
-Every decision that counts a user's slots (reserve a slot, admit a job) runs inside a
-transaction that first locks the user's `QuotaPolicy` row (`quota_policy_lock`). On
+Every decision that counts a user's slots (reserve a slot, admit a job, store bytes) runs
+inside a transaction that first locks the user's `QuotaPolicy` row (`quota_policy_lock`). On
 PostgreSQL that is a row lock; on SQLite the IMMEDIATE transaction already holds the database's
-write lock. Counting and inserting are therefore serialized per user, and no concurrency can
-push a user past a limit. Freeing a slot (release, job finished) needs no policy lock: it only
+write lock. The decisions themselves live with what they count: slots (jobs and reservations)
+in `apps.jobs.admission`, stored bytes in `apps.submissions.services.storage_admit`. This app
+does not depend on either. Freeing a slot (release, job finished) needs no policy lock: it only
 lowers the count.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
 from functools import partial
 
 from django.conf import settings
@@ -20,26 +20,17 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.core.cleanup import CleanupReport
-from apps.quotas.exceptions import (
-    CostLimitExceeded,
-    QuotaExceeded,
-    RateLimited,
-    ReservationNotActive,
-    StorageQuotaExceeded,
-)
+from apps.core.sql import SqlStatement
+from apps.quotas.exceptions import QuotaExceeded, ReservationNotActive, StorageQuotaExceeded
 from apps.quotas.metrics import quota_denied, reservation_counted
 from apps.quotas.models import QuotaPolicy, Reservation, ReservationState
-from apps.quotas.selectors import (
-    cost_warning,
-    format_number,
-    quota_limits,
-    quota_usage,
-    quota_warnings,
-    rate_limit_retry_after,
-    reservation_active_q,
-    reservation_get,
-)
-from apps.submissions.selectors import submission_storage_bytes
+from apps.quotas.selectors import reservation_active_q, reservation_get
+
+# Raw SQL on purpose: every admission runs this, and the ORM spent longer compiling
+# `select_for_update().filter().first()` than the database spent answering it
+# (docs/benchmarks.md, raw SQL).
+_POLICY_READ = SqlStatement("SELECT * FROM {p} WHERE {p.user} = %s", p=QuotaPolicy)
+_POLICY_LOCK = SqlStatement("SELECT * FROM {p} WHERE {p.user} = %s FOR UPDATE", p=QuotaPolicy)
 
 
 def quota_policy_lock(*, user: AbstractBaseUser) -> QuotaPolicy:
@@ -48,14 +39,9 @@ def quota_policy_lock(*, user: AbstractBaseUser) -> QuotaPolicy:
     Must be called inside `transaction.atomic()`. This lock serializes everything that counts
     or changes a user's quota (PostgreSQL row lock; SQLite's IMMEDIATE transaction).
     """
-    # Raw SQL on purpose: every admission runs this, and the ORM spent several times longer
-    # compiling `select_for_update().filter().first()` than the database spent answering it.
     # SQLite has no FOR UPDATE; its IMMEDIATE transaction already holds the write lock.
-    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    table = connection.ops.quote_name(QuotaPolicy._meta.db_table)
-    found = list(
-        QuotaPolicy.objects.raw(f"SELECT * FROM {table} WHERE user_id = %s{lock}", [user.pk])  # noqa: S608
-    )
+    statement = _POLICY_LOCK if connection.features.has_select_for_update else _POLICY_READ
+    found = statement.instances(QuotaPolicy, [user.pk])
     if found:
         return found[0]
     created, _ = QuotaPolicy.objects.get_or_create(user_id=user.pk)
@@ -87,25 +73,38 @@ def quota_exceeded_error(limit: int) -> QuotaExceeded:
     )
 
 
-def reservation_reserve(*, user: AbstractBaseUser, ttl_seconds: float | None = None) -> Reservation:
-    """Hold one concurrent-job slot for `ttl_seconds` (default `QUOTA_RESERVATION_TTL`).
+def reservation_create(
+    *, user: AbstractBaseUser, now: dt.datetime, ttl_seconds: float
+) -> Reservation:
+    """Insert an active reservation of `user` expiring `ttl_seconds` after `now`.
 
-    Locks the user's policy row, counts active reservations + queued/running jobs and inserts
-    the reservation only if that count is below the limit (QuotaExceeded otherwise). Not
-    idempotent: each call holds a new slot.
+    No check of its own: only admission (`apps.jobs.admission.reservation_reserve`) calls it,
+    inside the transaction in which it locked the policy and counted the user's slots.
     """
-    ttl = float(settings.QUOTA_RESERVATION_TTL if ttl_seconds is None else ttl_seconds)
-    with transaction.atomic():
-        policy = quota_policy_lock(user=user)
-        now = timezone.now()
-        limits = quota_limits(policy=policy)
-        usage = quota_usage(user_id=user.pk, now=now)
-        if usage.concurrent >= limits.max_concurrent_jobs:
-            raise quota_exceeded_error(limits.max_concurrent_jobs)
-        reservation = Reservation.objects.create(
-            user_id=user.pk, expires_at=now + dt.timedelta(seconds=ttl)
+    reservation = Reservation.objects.create(
+        user_id=user.pk, expires_at=now + dt.timedelta(seconds=ttl_seconds)
+    )
+    transaction.on_commit(partial(reservation_counted, state="created"))
+    return reservation
+
+
+def reservation_active_lock(
+    *, user: AbstractBaseUser, reservation_id: str, now: dt.datetime
+) -> Reservation:
+    """The user's active reservation `reservation_id`, locked (inside a transaction), or
+    ReservationNotActive (unknown, someone else's, consumed, released or expired)."""
+    reservation = (
+        Reservation.objects.select_for_update(of=("self",))
+        .filter(pk=reservation_id, user_id=user.pk)
+        .first()
+    )
+    state = None if reservation is None else reservation.state_at(now)
+    if reservation is None or state != ReservationState.ACTIVE:
+        raise ReservationNotActive(
+            f"Reservation {reservation_id} is not an active reservation of yours"
+            + (f" (it is {state})." if state is not None else "."),
+            extra={"state": str(state) if state is not None else None},
         )
-    reservation_counted(state="created")
     return reservation
 
 
@@ -157,94 +156,10 @@ def reservation_extend(
         return reservation
 
 
-@dataclass(frozen=True)
-class JobAdmission:
-    """What `quota_admit_job` decided: the reservation to consume (if any) and the warnings."""
-
-    reservation: Reservation | None
-    quota_warnings: list[str] = field(default_factory=list)
-    cost_limit_warning: str | None = None
-
-
-def quota_admit_job(
-    *, user: AbstractBaseUser, cost: float, reservation_id: str | None, now: dt.datetime
-) -> JobAdmission:
-    """Decide whether the user may start one more job, in the SPEC's order of checks.
-
-    Must run inside the transaction that creates the job (the caller then calls
-    `reservation_consume`). Locks the user's policy row, then checks: rate limit (rolling 24 h,
-    RateLimited with `Retry-After`), monthly cost (CostLimitExceeded; reaching the limit exactly
-    is allowed), then the concurrent slot: with `reservation_id` the reservation must be the
-    user's and active (locked; ReservationNotActive otherwise) and its slot becomes the job's,
-    so nothing is counted twice; without one, active reservations + queued/running jobs must
-    be below the limit (QuotaExceeded).
-    """
-    policy = quota_policy_lock(user=user)
-    limits = quota_limits(policy=policy)
-    usage = quota_usage(user_id=user.pk, now=now)
-
-    if usage.jobs_last_24h >= limits.max_jobs_per_day:
-        retry_after = rate_limit_retry_after(
-            user_id=user.pk, limit=limits.max_jobs_per_day, now=now
-        )
-        quota_denied(kind="rate")
-        raise RateLimited(
-            f"Rate limit exceeded: maximum {limits.max_jobs_per_day} jobs per 24 hours; "
-            f"retry in {retry_after} s.",
-            extra={"retry_after": retry_after, "max_jobs_per_day": limits.max_jobs_per_day},
-            headers={"Retry-After": str(retry_after)},
-        )
-
-    cost_after = usage.cost_this_month + cost
-    if limits.monthly_cost_limit is not None and cost_after > limits.monthly_cost_limit:
-        quota_denied(kind="cost")
-        raise CostLimitExceeded(
-            f"Cost limit exceeded: this job costs {format_number(cost)}, "
-            f"{format_number(usage.cost_this_month)} of "
-            f"{format_number(limits.monthly_cost_limit)} cost units are used this month.",
-            extra={
-                "monthly_cost_limit": limits.monthly_cost_limit,
-                "cost_this_month": usage.cost_this_month,
-                "job_cost": cost,
-            },
-        )
-
-    reservation: Reservation | None = None
-    if reservation_id:
-        reservation = (
-            Reservation.objects.select_for_update(of=("self",))
-            .filter(pk=reservation_id, user_id=user.pk)
-            .first()
-        )
-        state = None if reservation is None else reservation.state_at(now)
-        if reservation is None or state != ReservationState.ACTIVE:
-            raise ReservationNotActive(
-                f"Reservation {reservation_id} is not an active reservation of yours"
-                + (f" (it is {state})." if state is not None else "."),
-                extra={"state": str(state) if state is not None else None},
-            )
-        concurrent_after = usage.concurrent
-    else:
-        if usage.concurrent >= limits.max_concurrent_jobs:
-            raise quota_exceeded_error(limits.max_concurrent_jobs)
-        concurrent_after = usage.concurrent + 1
-
-    return JobAdmission(
-        reservation=reservation,
-        quota_warnings=quota_warnings(
-            limits=limits,
-            concurrent=concurrent_after,
-            jobs_last_24h=usage.jobs_last_24h + 1,
-            cost=cost_after,
-        ),
-        cost_limit_warning=cost_warning(used=cost_after, limit=limits.monthly_cost_limit),
-    )
-
-
 def reservation_consume(*, reservation: Reservation, job_id: str, now: dt.datetime) -> None:
     """Mark an active reservation consumed by `job_id` (compare-and-set on its active state).
 
-    Called in the job's transaction after `quota_admit_job` locked and checked it.
+    Called by admission in the job's transaction, after `reservation_active_lock`.
     """
     updated = Reservation.objects.filter(reservation_active_q(now), pk=reservation.pk).update(
         consumed_at=now, job_id=job_id
@@ -264,22 +179,6 @@ def storage_quota_error(*, used: int, limit: int, adding: int) -> StorageQuotaEx
         f"({used} bytes stored in your submissions; delete drafts to free space).",
         extra={"storage_bytes": used, "max_storage_bytes": limit, "adding_bytes": adding},
     )
-
-
-def storage_admit(*, user: AbstractBaseUser, adding_bytes: int) -> None:
-    """Admit `adding_bytes` more stored bytes for `user`, or raise StorageQuotaExceeded.
-
-    Must run inside the transaction that inserts the file rows (the caller inserts them right
-    after). Locks the user's policy row (`quota_policy_lock`, the same lock as job admission),
-    then sums the user's stored file sizes in a statement of its own, so two concurrent
-    uploads are decided one after the other and never overshoot. Reaching the limit exactly
-    is allowed. Not idempotent on its own: the caller's insert is what uses the bytes.
-    """
-    policy = quota_policy_lock(user=user)
-    limit = quota_limits(policy=policy).max_storage_bytes
-    used = submission_storage_bytes(user_id=user.pk)
-    if used + adding_bytes > limit:
-        raise storage_quota_error(used=used, limit=limit, adding=adding_bytes)
 
 
 def reservations_purge(*, now: dt.datetime, dry_run: bool = False) -> CleanupReport:

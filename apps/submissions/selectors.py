@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
+from typing import cast
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Prefetch, QuerySet, Sum
 
 from apps.core.selectors import owned_get
+from apps.quotas.selectors import quota_limits, quota_policy_get
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus, filename_fold
 
 
@@ -90,3 +93,23 @@ def submission_storage_bytes(*, user_id: int) -> int:
         total=Sum("size")
     )["total"]
     return int(total or 0)
+
+
+@dataclass(frozen=True)
+class StorageStatus:
+    used: int
+    limit: int
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.limit - self.used)
+
+
+def storage_status(*, user: AbstractBaseUser | AnonymousUser) -> StorageStatus:
+    """Bytes the user stores now (files of all their submissions, drafts and sealed) and their
+    limit. No lock: for fast refusals and display; `storage_admit` decides under the lock."""
+    limits = quota_limits(policy=quota_policy_get(user=user))
+    return StorageStatus(
+        used=submission_storage_bytes(user_id=int(cast(int, user.pk))),
+        limit=limits.max_storage_bytes,
+    )

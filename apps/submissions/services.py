@@ -29,9 +29,10 @@ from django.utils import timezone
 from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidRequest, NotFound
 from apps.core.models_utils import new_hex_id
+from apps.core.sql import SqlStatement
 from apps.core.validation import NUL_MESSAGE, contains_nul
-from apps.quotas.selectors import storage_status
-from apps.quotas.services import storage_admit, storage_quota_error
+from apps.quotas.selectors import quota_limits
+from apps.quotas.services import quota_policy_lock, storage_quota_error
 from apps.submissions.exceptions import (
     ChecksumMismatch,
     DuplicateFilename,
@@ -48,10 +49,12 @@ from apps.submissions.models import (
     filename_fold,
 )
 from apps.submissions.selectors import (
+    storage_status,
     submission_file_count,
     submission_file_get_by_name,
     submission_get,
     submission_stale_draft_ids,
+    submission_storage_bytes,
 )
 from apps.submissions.uploads import IncomingFile
 from apps.submissions.validation import filename_problem, validate_archive, validate_filename
@@ -99,6 +102,20 @@ def submission_transition_where(
     return SUBMISSION_TRANSITIONS.move(rows, old=old, to=to, **values) == 1
 
 
+# Raw SQL on purpose: the ORM spent several times longer compiling this UPDATE (two correlated
+# EXISTS) than the database spent running it, on the hottest write path (docs/benchmarks.md).
+_SEAL_READY = SqlStatement(
+    "UPDATE {s} SET {s.status} = %s, {s.updated_at} = %s"
+    " WHERE {s.id} = %s AND {s.owner} = %s AND {s.status} = %s"
+    " AND EXISTS (SELECT 1 FROM {f} f WHERE f.{f.submission} = {s}.{s.id}"
+    " AND f.{f.filename} = {s}.{s.entrypoint})"
+    " AND EXISTS (SELECT 1 FROM {f} f WHERE f.{f.submission} = {s}.{s.id}"
+    " AND f.{f.filename} = {s}.{s.config_file})",
+    s=Submission,
+    f=SubmissionFile,
+)
+
+
 def submission_seal_ready(*, submission_id: str, user_id: int) -> bool:
     """Move the user's complete draft `submission_id` to `pending` in one conditional UPDATE.
 
@@ -114,23 +131,9 @@ def submission_seal_ready(*, submission_id: str, user_id: int) -> bool:
         return False
     # The same table as every other status change: draft → pending.
     SUBMISSION_TRANSITIONS.assert_allowed(SubmissionStatus.DRAFT, SubmissionStatus.PENDING)
-    # Raw SQL on purpose: the ORM spends longer compiling this UPDATE (two correlated EXISTS)
-    # than the database spends running it, on the hottest write path.
-    submissions = connection.ops.quote_name(Submission._meta.db_table)
-    files = connection.ops.quote_name(SubmissionFile._meta.db_table)
-    sql = (
-        f"UPDATE {submissions} SET status = %s, updated_at = %s"  # noqa: S608
-        " WHERE id = %s AND owner_id = %s AND status = %s"
-        f" AND EXISTS (SELECT 1 FROM {files} f WHERE f.submission_id = {submissions}.id"
-        f" AND f.filename = {submissions}.entrypoint)"
-        f" AND EXISTS (SELECT 1 FROM {files} f WHERE f.submission_id = {submissions}.id"
-        f" AND f.filename = {submissions}.config_file)"
-    )
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     params = [SubmissionStatus.PENDING.value, now, submission_id, user_id]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, SubmissionStatus.DRAFT.value])
-        return bool(cursor.rowcount == 1)
+    return _SEAL_READY.rowcount([*params, SubmissionStatus.DRAFT.value]) == 1
 
 
 @dataclass(frozen=True)
@@ -565,3 +568,19 @@ def submission_lease_exhausted(*, submission: Submission, reason: str) -> Submis
         lease_token="",
         lease_expires_at=None,
     )
+
+
+def storage_admit(*, user: AbstractBaseUser, adding_bytes: int) -> None:
+    """Admit `adding_bytes` more stored bytes for `user`, or raise StorageQuotaExceeded.
+
+    Must run inside the transaction that inserts the file rows (the caller inserts them right
+    after). Locks the user's policy row (`quota_policy_lock`, the same lock as job admission),
+    then sums the user's stored file sizes in a statement of its own, so two concurrent
+    uploads are decided one after the other and never overshoot. Reaching the limit exactly
+    is allowed. Not idempotent on its own: the caller's insert is what uses the bytes.
+    """
+    policy = quota_policy_lock(user=user)
+    limit = quota_limits(policy=policy).max_storage_bytes
+    used = submission_storage_bytes(user_id=int(user.pk))
+    if used + adding_bytes > limit:
+        raise storage_quota_error(used=used, limit=limit, adding=adding_bytes)

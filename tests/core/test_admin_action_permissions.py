@@ -14,9 +14,9 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.utils import timezone
 
+from apps.jobs.admission import reservation_reserve
 from apps.jobs.models import Job, JobStatus
 from apps.quotas.models import Reservation
-from apps.quotas.services import reservation_reserve
 from apps.review.models import ReviewClaim
 from apps.review.services import review_claim
 from apps.schedule.models import Life, LifeState, Plan, PlanState

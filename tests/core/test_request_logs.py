@@ -116,7 +116,7 @@ def test_json_lines_carry_the_request_user_job_and_submission_ids(
         assert {"time", "level", "logger", "message", "request_id", "user_id"} <= set(line)
         assert line["request_id"] == "rid-job-1"
         assert line["user_id"] == str(user.pk)
-    created = next(line for line in lines if line["logger"] == "apps.jobs.services")
+    created = next(line for line in lines if line["logger"] == "apps.jobs.services.submission")
     assert created["job_id"] == job_id
     assert created["submission_id"] == submission.pk
     assert created["level"] == "INFO"

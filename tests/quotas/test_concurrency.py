@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from apps.jobs.admission import reservation_reserve
 from apps.quotas.exceptions import QuotaExceeded
 from apps.quotas.models import QuotaPolicy, Reservation
 from apps.quotas.selectors import reservation_active_q
-from apps.quotas.services import quota_policy_adjust, reservation_reserve
+from apps.quotas.services import quota_policy_adjust
 from tests.concurrency import run_concurrently
 from tests.factories.users import make_user
 

@@ -1,15 +1,9 @@
 from django.urls import URLPattern, URLResolver, path
 
-from apps.quotas.api.views import (
-    QuotaMeApi,
-    ReservationExtendApi,
-    ReservationListCreateApi,
-    ReservationReleaseApi,
-)
+from apps.quotas.api.views import ReservationExtendApi, ReservationReleaseApi
 
 urlpatterns: list[URLPattern | URLResolver] = [
-    path("quotas/me/", QuotaMeApi.as_view(), name="quota-me"),
-    path("quotas/reservations/", ReservationListCreateApi.as_view(), name="reservations"),
+    # quotas/me/ and quotas/reservations/ count jobs: served by apps.jobs.api.urls.
     path(
         "quotas/reservations/<hexid:reservation_id>/release/",
         ReservationReleaseApi.as_view(),

@@ -131,7 +131,8 @@ class ReviewCompleteApi(ApiView):
 
 
 class SubmissionRegradeApi(ApiView):
-    """Staff: completed/failed → pending with a new job (no quota charged)."""
+    """Staff: completed/failed → pending with a new job (free; the owner's concurrent limit
+    holds)."""
 
     @extend_schema(
         request=None,
@@ -141,8 +142,11 @@ class SubmissionRegradeApi(ApiView):
                 403,
                 404,
                 409,
+                429,
                 _409="`invalid_transition` (not completed/failed), `own_submission` (your own: "
                 "only the admin may override) or `submission_in_flight`.",
+                _429="`quota_exceeded`: the owner's concurrent-job slots are all taken (a "
+                "regrade is exempt from the daily and cost limits only).",
             ),
         },
         operation_id="review_regrade",

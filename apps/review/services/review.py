@@ -16,11 +16,12 @@ from django.utils import timezone
 
 from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidRequest, InvalidTransition
-from apps.core.logcontext import current_request_id
 from apps.core.permissions import reviewer_require
 from apps.core.validation import contains_nul
 from apps.grading.services import grading_enqueue
-from apps.jobs.models import Job, JobStatus
+from apps.jobs.admission import job_admit
+from apps.jobs.models import Job
+from apps.jobs.selectors import job_latest
 from apps.review.exceptions import (
     AlreadyClaimed,
     NotClaimHolder,
@@ -268,12 +269,17 @@ def submission_regrade(
 
     Locks the submission; the transition table allows completed/failed → pending only (else
     InvalidTransition). Clears score, reason and the attempt count (a regrade gets a fresh
-    GRADING_MAX_ATTEMPTS). The new Job costs nothing and is created directly, not through the
-    job quota: a regrade is the platform's decision, not the owner's. Grading is enqueued after
-    commit. A staff member's own submission is refused (OwnSubmission) unless `allow_own`: the
-    admin's action passes it (a deliberate, audited override), the API never does. Raises
-    StaffOnly (403), NotFound, OwnSubmission, InvalidTransition, RegradeConflict (409: the
-    owner already has an in-flight submission for the same question and skill).
+    GRADING_MAX_ATTEMPTS). The new job is admitted like any other (`apps.jobs.admission`,
+    under the owner's policy lock): the owner's concurrent-job limit holds, so an owner whose
+    slots are all taken gets no regrade (QuotaExceeded, 429 `quota_exceeded`; retry once a
+    job finishes). A regrade is the platform's decision, not the owner's: it costs nothing and
+    is exempt from the daily and cost limits. It reruns the previous job's config and resource
+    class (`DEFAULT_RESOURCE_CLASS` when there was none). Grading is enqueued after commit. A
+    staff member's own submission is refused (OwnSubmission) unless `allow_own`: the admin's
+    action passes it (a deliberate, audited override), the API never does. Raises StaffOnly
+    (403), NotFound, OwnSubmission, InvalidTransition, QuotaExceeded, RegradeConflict (409: the
+    owner already has an in-flight submission for the same question and skill). Locks, in
+    order: submission row, then the owner's policy row (job submission's order).
     """
     if not _is_staff(user):
         raise StaffOnly()
@@ -281,7 +287,7 @@ def submission_regrade(
         with transaction.atomic():
             submission = submission_get(submission_id=submission_id, for_update=True)
             _refuse_own(submission, user, allow_own=allow_own)
-            previous = submission.jobs.order_by("-created_at").first()
+            previous = job_latest(submission_id=submission.pk)
             submission_transition(
                 submission=submission,
                 to=SubmissionStatus.PENDING,
@@ -292,15 +298,16 @@ def submission_regrade(
                 lease_expires_at=None,
                 attempts=0,
             )
-            job = Job.objects.create(
-                owner_id=submission.owner_id,
-                submission=submission,
-                status=JobStatus.QUEUED,
-                request_id=current_request_id(),
+            job = job_admit(
+                user=submission.owner,
+                submission_id=submission.pk,
                 config=dict(previous.config) if previous else {},
-                resource_class=previous.resource_class if previous else "medium",
+                resource_class=(
+                    previous.resource_class if previous else settings.DEFAULT_RESOURCE_CLASS
+                ),
                 cost=0,
-            )
+                exempt_from_daily_and_cost=True,
+            ).job
             grading_enqueue(job_id=job.pk)
     except IntegrityError as exc:
         raise RegradeConflict() from exc

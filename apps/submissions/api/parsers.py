@@ -14,10 +14,10 @@ from rest_framework.parsers import BaseParser, DataAndFiles
 
 from apps.core.exceptions import DomainError
 from apps.core.metrics import count_refusals
-from apps.quotas.selectors import storage_status
 from apps.quotas.services import storage_quota_error
 from apps.submissions.exceptions import FileTooLarge, RequestTooLarge, TooManyFiles
 from apps.submissions.metrics import UPLOADS
+from apps.submissions.selectors import storage_status
 from apps.submissions.uploads import CHUNK_SIZE, RawNameMultiPartParser, SubmissionUploadHandler
 
 

@@ -1,0 +1,98 @@
+"""The one way to write raw SQL: statements whose table and column names come from `_meta`.
+
+Raw SQL is kept only on hot paths where a benchmark showed the ORM's query compilation
+costing more than the database's work (see docs/benchmarks.md). A statement names models and
+their *fields*, never tables or columns:
+
+    _BIND = SqlStatement(
+        "UPDATE {k} SET {k.job} = %s WHERE {k.id} = %s AND {k.job} IS NULL",
+        k=IdempotencyKey,
+    )
+    rows = _BIND.rowcount([job_id, key_id])
+
+`{k}` renders as the model's quoted `db_table`, `{k.job}` as the quoted column of the field
+`job` (`job_id`). A renamed table or column (`db_table`, `db_column`, a migration) follows
+automatically; a renamed or removed field raises `FieldDoesNotExist` the first time the
+statement renders. Every statement registers itself, and a test renders them all
+(`tests/core/test_sql.py`), so a rename fails the suite instead of a request. Values are
+always passed as parameters (`%s`), never formatted in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, TypeVar
+
+from django.db import connections
+from django.db.models import Model
+
+__all__ = ["SqlStatement"]
+
+M = TypeVar("M", bound=Model)
+
+
+class _TableRef:
+    """Formats as a model's quoted table; its attributes are the quoted columns of its fields."""
+
+    def __init__(self, model: type[Model], quote: Any) -> None:
+        self._model = model
+        self._quote = quote
+
+    def __str__(self) -> str:
+        return str(self._quote(self._model._meta.db_table))
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    def __getattr__(self, name: str) -> str:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        field = self._model._meta.get_field(name)  # FieldDoesNotExist on a renamed field
+        column = getattr(field, "column", None)
+        if not column:
+            raise ValueError(f"{self._model.__name__}.{name} has no column of its own")
+        return str(self._quote(column))
+
+
+class SqlStatement:
+    """A raw SQL template over models; renders once per database vendor and caches it."""
+
+    registry: ClassVar[list[SqlStatement]] = []
+
+    def __init__(self, template: str, **models: type[Model]) -> None:
+        self.template = template
+        self.models = models
+        self._rendered: dict[str, str] = {}
+        SqlStatement.registry.append(self)
+
+    def render(self, using: str = "default") -> str:
+        connection = connections[using]
+        vendor = connection.vendor
+        sql = self._rendered.get(vendor)
+        if sql is None:
+            refs = {
+                alias: _TableRef(model, connection.ops.quote_name)
+                for alias, model in self.models.items()
+            }
+            sql = self.template.format(**refs)
+            self._rendered[vendor] = sql
+        return sql
+
+    def rowcount(self, params: Sequence[Any], *, using: str = "default") -> int:
+        """Run a write; the number of rows it changed."""
+        with connections[using].cursor() as cursor:
+            cursor.execute(self.render(using), params)
+            return int(cursor.rowcount)
+
+    def instances(
+        self, model: type[M], params: Sequence[Any], *, using: str = "default"
+    ) -> list[M]:
+        """Run a read whose columns are `model`'s; the model instances it found."""
+        return list(model._default_manager.db_manager(using).raw(self.render(using), params))
+
+    def fetchone(self, params: Sequence[Any], *, using: str = "default") -> tuple[Any, ...] | None:
+        """Run a read; its first row (None when there is none)."""
+        with connections[using].cursor() as cursor:
+            cursor.execute(self.render(using), params)
+            row = cursor.fetchone()
+        return None if row is None else tuple(row)

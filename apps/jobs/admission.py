@@ -1,0 +1,179 @@
+"""Admission: the one place that takes a user's concurrent-job slot.
+
+A slot is held by a queued or running job or by an active reservation. Everything that takes
+one runs the same locked count-then-insert, here and nowhere else:
+
+- `job_admit` — job submission (`job_submit`, with or without a reservation to consume) and
+  the staff regrade (`submission_regrade`, exempt from the daily and cost limits);
+- `reservation_reserve` — `POST /api/quotas/reservations/`.
+
+Each runs inside one transaction that (1) locks the user's quota policy row
+(`apps.quotas.services.quota_policy_lock`), (2) counts the user's jobs and reservations in a
+statement of its own issued after the lock is granted (`apps.jobs.selectors.quota_usage`) and
+(3) inserts the job or reservation (and consumes the reservation) before the lock is
+released at commit. Counting and inserting are thus serialized per user: no concurrency can
+push a user past a limit, on PostgreSQL (row lock) or SQLite (IMMEDIATE transactions).
+
+Quotas own the policies, the limits and the reservation rows; they do not know jobs exist.
+This module depends on them, never the other way round.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from apps.core.logcontext import current_request_id
+from apps.core.models_utils import new_hex_id
+from apps.jobs.models import Job
+from apps.jobs.selectors import QuotaUsage, quota_usage, rate_limit_retry_after
+from apps.quotas.exceptions import CostLimitExceeded, RateLimited
+from apps.quotas.metrics import quota_denied
+from apps.quotas.models import Reservation
+from apps.quotas.selectors import (
+    QuotaLimits,
+    cost_warning,
+    format_number,
+    quota_limits,
+    quota_warnings,
+)
+from apps.quotas.services import (
+    quota_exceeded_error,
+    quota_policy_lock,
+    reservation_active_lock,
+    reservation_consume,
+    reservation_create,
+)
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A job admission: the new (queued) job and the warnings for its response."""
+
+    job: Job
+    quota_warnings: list[str] = field(default_factory=list)
+    cost_limit_warning: str | None = None
+
+
+def job_admit(
+    *,
+    user: AbstractBaseUser,
+    submission_id: str,
+    config: dict[str, Any],
+    resource_class: str,
+    cost: float,
+    reservation_id: str | None = None,
+    exempt_from_daily_and_cost: bool = False,
+) -> Admitted:
+    """Admit one more job of `user` and insert it (`queued`), or raise the first refusal.
+
+    Must run inside the transaction that creates the job (the caller's `transaction.atomic()`,
+    which already holds the submission row): the policy lock is held until it commits. Checks,
+    in the SPEC's order: rate limit over the rolling 24 h (RateLimited with `Retry-After`),
+    monthly cost (CostLimitExceeded; reaching the limit exactly is allowed), then the
+    concurrent slot. With `reservation_id` the reservation must be the user's and active
+    (locked; ReservationNotActive otherwise): its slot becomes the job's and it is consumed in
+    this transaction, so nothing is counted twice. Without one, active reservations plus
+    queued/running jobs must be below the limit (QuotaExceeded).
+
+    `exempt_from_daily_and_cost` (a staff regrade: the platform's decision, not the owner's)
+    skips the rate and cost checks; the concurrent limit always holds. Locks, in order: the
+    user's policy row, then the reservation row. Not idempotent: each call inserts a job (the
+    idempotency key protocol sits in front of it).
+    """
+    now = timezone.now()
+    limits = quota_limits(policy=quota_policy_lock(user=user))
+    usage = quota_usage(user_id=int(user.pk), now=now)
+    if not exempt_from_daily_and_cost:
+        _check_rate(user=user, limits=limits, usage=usage, now=now)
+        _check_cost(limits=limits, usage=usage, cost=cost)
+
+    reservation: Reservation | None = None
+    if reservation_id:
+        reservation = reservation_active_lock(user=user, reservation_id=reservation_id, now=now)
+        concurrent_after = usage.concurrent
+    else:
+        if usage.concurrent >= limits.max_concurrent_jobs:
+            raise quota_exceeded_error(limits.max_concurrent_jobs)
+        concurrent_after = usage.concurrent + 1
+
+    job = Job.objects.create(
+        id=new_hex_id(),
+        owner_id=user.pk,
+        submission_id=submission_id,
+        config=config,
+        resource_class=resource_class,
+        cost=cost,
+        request_id=current_request_id(),
+    )
+    if reservation is not None:
+        reservation_consume(reservation=reservation, job_id=job.pk, now=now)
+    cost_after = usage.cost_this_month + cost
+    return Admitted(
+        job=job,
+        quota_warnings=quota_warnings(
+            limits=limits,
+            concurrent=concurrent_after,
+            jobs_last_24h=usage.jobs_last_24h + 1,
+            cost=cost_after,
+        ),
+        cost_limit_warning=cost_warning(used=cost_after, limit=limits.monthly_cost_limit),
+    )
+
+
+def _check_rate(
+    *, user: AbstractBaseUser, limits: QuotaLimits, usage: QuotaUsage, now: dt.datetime
+) -> None:
+    if usage.jobs_last_24h < limits.max_jobs_per_day:
+        return
+    retry_after = rate_limit_retry_after(
+        user_id=int(user.pk), limit=limits.max_jobs_per_day, now=now
+    )
+    quota_denied(kind="rate")
+    raise RateLimited(
+        f"Rate limit exceeded: maximum {limits.max_jobs_per_day} jobs per 24 hours; "
+        f"retry in {retry_after} s.",
+        extra={"retry_after": retry_after, "max_jobs_per_day": limits.max_jobs_per_day},
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+def _check_cost(*, limits: QuotaLimits, usage: QuotaUsage, cost: float) -> None:
+    cost_after = usage.cost_this_month + cost
+    if limits.monthly_cost_limit is None or cost_after <= limits.monthly_cost_limit:
+        return
+    quota_denied(kind="cost")
+    raise CostLimitExceeded(
+        f"Cost limit exceeded: this job costs {format_number(cost)}, "
+        f"{format_number(usage.cost_this_month)} of "
+        f"{format_number(limits.monthly_cost_limit)} cost units are used this month.",
+        extra={
+            "monthly_cost_limit": limits.monthly_cost_limit,
+            "cost_this_month": usage.cost_this_month,
+            "job_cost": cost,
+        },
+    )
+
+
+def reservation_reserve(*, user: AbstractBaseUser, ttl_seconds: float | None = None) -> Reservation:
+    """Hold one concurrent-job slot for `ttl_seconds` (default `QUOTA_RESERVATION_TTL`).
+
+    One transaction: locks the user's policy row, counts active reservations + queued/running
+    jobs and inserts the reservation only if that count is below the limit (QuotaExceeded
+    otherwise). Not idempotent: each call holds a new slot. Must not be called inside a
+    transaction that already counted this user's slots.
+    """
+    ttl = float(settings.QUOTA_RESERVATION_TTL if ttl_seconds is None else ttl_seconds)
+    with transaction.atomic():
+        limits = quota_limits(policy=quota_policy_lock(user=user))
+        now = timezone.now()
+        usage = quota_usage(user_id=int(user.pk), now=now)
+        if usage.concurrent >= limits.max_concurrent_jobs:
+            raise quota_exceeded_error(limits.max_concurrent_jobs)
+        return reservation_create(user=user, now=now, ttl_seconds=ttl)

@@ -1,0 +1,292 @@
+"""The idempotency protocol of job submission: resolve, claim, bind, release a key.
+
+Idempotency keys (per user) are claimed before any work, in a short transaction of their own:
+concurrent requests with one key then see the claim and get 409
+`idempotency_request_in_progress` instead of racing. The request that holds the claim creates
+the job and binds the key to it in one transaction (`idempotency_bind`, called inside the
+job's transaction), so a key either names its one job or names nothing. A request that fails
+releases its claim (no error is cached: a retry runs every check again); a request that died
+leaves a claim that another request takes over after `IDEMPOTENCY_LOCK_TIMEOUT`, and the dead
+one, should it wake up, can no longer bind the key. The unique constraint
+`jobs_idempotencykey_user_key` is what makes the claim exclusive.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import math
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.core.cleanup import CleanupReport
+from apps.core.models_utils import new_hex_id
+from apps.core.sql import SqlStatement
+from apps.jobs.exceptions import (
+    IdempotencyKeyMismatch,
+    IdempotencyKeyReused,
+    IdempotencyRequestInProgress,
+    InvalidIdempotencyKey,
+)
+from apps.jobs.metrics import IDEMPOTENCY_TAKEOVERS, counts_submission_refusals
+from apps.jobs.models import IdempotencyKey, Job
+from apps.jobs.selectors import idempotency_key_lookup
+
+logger = logging.getLogger(__name__)
+
+MAX_KEY_LENGTH = 256
+
+# Raw SQL on purpose (once per new job with a key): the ORM spent about twice as long compiling
+# this compare-and-set as the database spent running it (docs/benchmarks.md, raw SQL).
+_BIND = SqlStatement(
+    "UPDATE {k} SET {k.job} = %s, {k.lock_token} = '', {k.locked_at} = NULL, {k.expires_at} = %s"
+    " WHERE {k.id} = %s AND {k.lock_token} = %s AND {k.job} IS NULL",
+    k=IdempotencyKey,
+)
+
+
+@counts_submission_refusals
+def idempotency_key_resolve(*, body_key: str | None, header_key: str | None) -> str | None:
+    """The request's key from the body or the `Idempotency-Key` header (None: no key).
+
+    Raises IdempotencyKeyMismatch when both are given and differ, InvalidIdempotencyKey unless
+    the key is 1-256 printable ASCII characters without whitespace.
+    """
+    if body_key is not None and header_key is not None and body_key != header_key:
+        raise IdempotencyKeyMismatch()
+    key = body_key if body_key is not None else header_key
+    if key is None:
+        return None
+    if not 1 <= len(key) <= MAX_KEY_LENGTH or any(not "!" <= ch <= "~" for ch in key):
+        raise InvalidIdempotencyKey()
+    if "," in key:
+        # HTTP servers join repeated header lines with commas: `k1,k2` is two keys, never one.
+        raise InvalidIdempotencyKey(
+            "An idempotency key cannot contain a comma (two Idempotency-Key header lines are "
+            "joined by a comma): send exactly one key."
+        )
+    return key
+
+
+def idempotency_retry_after(*, locked_at: dt.datetime | None, now: dt.datetime) -> int:
+    """Seconds a client should wait before retrying a key that another request holds.
+
+    The holder usually finishes within a second or two, so the hint is a short poll
+    (IDEMPOTENCY_LOCK_TIMEOUT / 30, at least 1 s: 2 s by default), never later than the moment
+    the claim could be taken over (`locked_at` + IDEMPOTENCY_LOCK_TIMEOUT), when a retry is
+    sure to get an answer.
+    """
+    timeout = float(settings.IDEMPOTENCY_LOCK_TIMEOUT)
+    poll = max(1, math.ceil(timeout / 30))
+    if locked_at is None:
+        return poll
+    remaining = math.ceil((locked_at + dt.timedelta(seconds=timeout) - now).total_seconds())
+    return max(1, min(poll, remaining))
+
+
+def idempotency_fingerprint(
+    *, submission_id: str, config: dict[str, Any], reservation_id: str | None
+) -> str:
+    """sha256 of the canonical JSON of the payload a key is bound to."""
+    canonical = json.dumps(
+        {
+            "submission_id": submission_id,
+            "config": config,
+            "reservation_id": reservation_id or None,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=True,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class IdempotencyClaim:
+    """Either the job a finished key names (`replay`) or a claim this request now holds."""
+
+    key_id: int = 0
+    token: str = ""
+    replay: Job | None = None
+
+
+def _claim_or_replay(
+    row: IdempotencyKey, *, fingerprint: str, token: str, now: dt.datetime, expires: dt.datetime
+) -> IdempotencyClaim:
+    """Decide on an existing (locked) key row: replay, refuse, or take it over."""
+    if row.expires_at <= now:
+        # Past its TTL the key is free: the same key now makes a new job.
+        IdempotencyKey.objects.filter(pk=row.pk).update(
+            fingerprint=fingerprint,
+            job=None,
+            lock_token=token,
+            locked_at=now,
+            created_at=now,
+            expires_at=expires,
+        )
+        return IdempotencyClaim(key_id=row.pk, token=token)
+    if row.fingerprint != fingerprint:
+        raise IdempotencyKeyReused()
+    if row.job is not None:
+        return IdempotencyClaim(replay=row.job)
+    lock_timeout = dt.timedelta(seconds=float(settings.IDEMPOTENCY_LOCK_TIMEOUT))
+    if row.locked_at is not None and row.locked_at > now - lock_timeout:
+        raise IdempotencyRequestInProgress(
+            retry_after=idempotency_retry_after(locked_at=row.locked_at, now=now)
+        )
+    # The claim's request died (or overran the lock timeout): take it over. Compare-and-set on
+    # the old token, so of two requests taking over one dead claim only one succeeds.
+    taken = IdempotencyKey.objects.filter(
+        pk=row.pk, lock_token=row.lock_token, job__isnull=True
+    ).update(lock_token=token, locked_at=now, expires_at=expires)
+    if taken != 1:
+        # Another request took it over a moment ago: its claim is fresh.
+        raise IdempotencyRequestInProgress(
+            retry_after=idempotency_retry_after(locked_at=now, now=now)
+        )
+    logger.warning("idempotency key %s of user %s: stale claim taken over", row.pk, row.user_id)
+    IDEMPOTENCY_TAKEOVERS.inc()
+    return IdempotencyClaim(key_id=row.pk, token=token)
+
+
+def idempotency_claim(
+    *, user: AbstractBaseUser, key: str, fingerprint: str, ttl_hours: float
+) -> IdempotencyClaim:
+    """Claim `key` for this request, or return the job it already names.
+
+    Must not be called inside another transaction: the claim is committed before any work
+    starts, so concurrent requests with the key see it. A new key is claimed by one INSERT
+    (the (user, key) unique constraint decides between racing requests); a finished key is
+    answered from a plain read, so replays never queue on a lock; everything else (a live or
+    dead claim, an expired key, a lost insert race) is decided on the locked key row. Raises
+    IdempotencyKeyReused (the key names another payload) or IdempotencyRequestInProgress (a
+    live claim holds it).
+    """
+    now = timezone.now()
+    token = new_hex_id()
+    expires = now + dt.timedelta(hours=ttl_hours)
+    existing = idempotency_key_lookup(user_id=int(user.pk), key=key, now=now)
+    if existing is not None:
+        if existing.job is not None and existing.live:
+            if existing.fingerprint != fingerprint:
+                raise IdempotencyKeyReused()
+            return IdempotencyClaim(replay=existing.job)
+        return _idempotency_claim_locked(
+            user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
+        )
+    try:
+        return _idempotency_claim_insert(
+            user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
+        )
+    except IntegrityError:
+        # Another request inserted the key first: decide on its row.
+        return _idempotency_claim_locked(
+            user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
+        )
+
+
+def _idempotency_claim_insert(
+    *,
+    user: AbstractBaseUser,
+    key: str,
+    fingerprint: str,
+    token: str,
+    now: dt.datetime,
+    expires: dt.datetime,
+) -> IdempotencyClaim:
+    """The one INSERT of a new claim; IntegrityError (in its own savepoint when inside a
+    transaction) when the (user, key) row exists already."""
+    with transaction.atomic() if connection.in_atomic_block else nullcontext():
+        created = IdempotencyKey.objects.create(
+            user_id=user.pk,
+            key=key,
+            fingerprint=fingerprint,
+            lock_token=token,
+            locked_at=now,
+            created_at=now,
+            expires_at=expires,
+        )
+    return IdempotencyClaim(key_id=int(created.pk), token=token)
+
+
+def _idempotency_claim_locked(
+    *,
+    user: AbstractBaseUser,
+    key: str,
+    fingerprint: str,
+    token: str,
+    now: dt.datetime,
+    expires: dt.datetime,
+) -> IdempotencyClaim:
+    with transaction.atomic():
+        row = (
+            IdempotencyKey.objects.select_for_update(of=("self",))
+            .select_related("job")
+            .filter(user_id=user.pk, key=key)
+            .first()
+        )
+        if row is not None:
+            return _claim_or_replay(
+                row, fingerprint=fingerprint, token=token, now=now, expires=expires
+            )
+        # The row we saw was released (its request failed) meanwhile: claim it afresh.
+        try:
+            return _idempotency_claim_insert(
+                user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
+            )
+        except IntegrityError as exc:
+            raise IdempotencyRequestInProgress(
+                retry_after=idempotency_retry_after(locked_at=now, now=now)
+            ) from exc
+
+
+def idempotency_bind(*, claim: IdempotencyClaim, job: Job, ttl_hours: float) -> None:
+    """Bind the claimed key to `job`, in the job's transaction, only while still holding it.
+
+    If the claim was taken over (this request overran `IDEMPOTENCY_LOCK_TIMEOUT`), raises
+    IdempotencyRequestInProgress, which rolls the job back: a key never names two jobs.
+    """
+    expires = timezone.now() + dt.timedelta(hours=ttl_hours)
+    bound = _BIND.rowcount(
+        [job.pk, connection.ops.adapt_datetimefield_value(expires), claim.key_id, claim.token]
+    )
+    if bound != 1:
+        raise IdempotencyRequestInProgress(
+            "This request took too long and another request with the same idempotency key "
+            "took over; retry to get its result.",
+            retry_after=idempotency_retry_after(locked_at=None, now=expires),
+        )
+
+
+def idempotency_release(*, claim: IdempotencyClaim) -> None:
+    """Give up a claim this request still holds, so a retry with the key runs again."""
+    IdempotencyKey.objects.filter(
+        pk=claim.key_id, lock_token=claim.token, job__isnull=True
+    ).delete()
+
+
+def idempotency_keys_purge(*, now: dt.datetime, dry_run: bool = False) -> CleanupReport:
+    """Cleanup kind `keys`: delete idempotency keys past their TTL and claims older than
+    IDEMPOTENCY_LOCK_TIMEOUT that never bound a job (their request died).
+
+    An expired key is ignored at lookup; a dead claim would be taken over by the next request:
+    removing either changes no answer. A dead request that wakes up after its claim was
+    removed cannot bind the key (its token is gone) and rolls back. The DELETE repeats the
+    condition, so a key renewed meanwhile is kept. `dry_run` lists and deletes nothing.
+    """
+    lock_timeout = dt.timedelta(seconds=float(settings.IDEMPOTENCY_LOCK_TIMEOUT))
+    stale_q = Q(expires_at__lte=now) | Q(job__isnull=True, locked_at__lte=now - lock_timeout)
+    rows = list(IdempotencyKey.objects.filter(stale_q).values_list("pk", "user_id", "key"))
+    if not dry_run:
+        IdempotencyKey.objects.filter(stale_q, pk__in=[pk for pk, _, _ in rows]).delete()
+    items = [f"user {user_id}: {key}" for _, user_id, key in rows]
+    return CleanupReport(kind="keys", count=len(items), items=items)
