@@ -7,13 +7,14 @@ STAMP := $(VENV)/.installed-dev
 PORT ?= 8000
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help install run migrate test test-postgres lint format bench clean reset
+.PHONY: help install run migrate test test-postgres lint format bench chaos clean reset
 
 help:
 	@echo "make run    - install, migrate, create demo accounts, start web + worker + watcher"
 	@echo "make test   - the test suite (SQLite; PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set)"
 	@echo "make lint   - ruff check, ruff format --check, mypy"
 	@echo "make bench  - the benchmarks in bench/ (BENCH=upload to run one)"
+	@echo "make chaos  - web/worker/watcher x2 on PostgreSQL + Redis + S3 under faults (CHAOS_MINUTES=10)"
 	@echo "make reset  - delete the database and uploaded files of make run"
 
 $(STAMP): requirements/base.txt requirements/dev.txt requirements/client.txt client/pyproject.toml
@@ -57,6 +58,12 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py $(BENCH)
+
+# Scale-out proof (docs/deploy.md): DATABASE_URL / REDIS_URL name the servers it may restart
+# (default 127.0.0.1:5432 and :6379); CHAOS_ARGS adds options (--seed S, --ci).
+CHAOS_MINUTES ?= 10
+chaos: $(STAMP)
+	$(BIN)/python bench/chaos.py --minutes $(CHAOS_MINUTES) $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) .test-db.sqlite3* .test-media .pytest_cache .mypy_cache .ruff_cache staticfiles

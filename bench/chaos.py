@@ -1224,11 +1224,11 @@ class Checks:
                 once.append(f"{life_uuid}/{kind}: {len(successes)} successful deliveries")
             scenario = booked.get(life_uuid, "")
             if scenario == "point-down":
-                if state != "failed" or not got:
+                if state != "Failed" or not got:
                     lost.append(f"{life_uuid}/{kind} (failing receiver): {state}, {len(got)} tries")
                 elif len(got) != 3:
                     lost.append(f"{life_uuid}/{kind}: {len(got)} attempts on a failing receiver")
-            elif state != "done" or not successes:
+            elif state != "Done" or not successes:
                 lost.append(f"{life_uuid}/{kind}: {state}, {len(successes)} successful deliveries")
         return [
             ("every plan fired once per webhook-id", len(plans), once),

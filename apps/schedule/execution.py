@@ -116,13 +116,25 @@ def plan_claim(
         return [ArmedPlan(plan_id=pk, token=token, due_at=due) for pk, due in rows]
 
 
-def plan_leases_renew(*, owner: str, now: dt.datetime | None = None) -> int:
-    """Extend every lease `owner` holds; returns how many. Lost leases are not renewed."""
+def plan_leases_renew(
+    *, owner: str, plan_ids: list[int] | None = None, now: dt.datetime | None = None
+) -> int:
+    """Extend the leases `owner` holds on `plan_ids` (default: every one); returns how many.
+    Lost leases are not renewed.
+
+    A watcher renews only the plans still on its timers: a plan handed to the broker keeps the
+    lease it had, so if the broker loses the task (a Redis restart, a killed cluster that had
+    pulled it) the plan is claimable again once that lease ends, and a late delivery of the
+    lost task finds a new arm token and starts nothing.
+    """
     now = now or timezone.now()
     expires = now + dt.timedelta(seconds=lease_seconds())
-    return Plan.objects.filter(state=PlanState.PRESET, lease_owner=owner).update(
-        lease_expires_at=expires
-    )
+    rows = Plan.objects.filter(state=PlanState.PRESET, lease_owner=owner)
+    if plan_ids is not None:
+        if not plan_ids:
+            return 0
+        rows = rows.filter(pk__in=plan_ids)
+    return rows.update(lease_expires_at=expires)
 
 
 def plan_claims_release(*, owner: str, plan_ids: list[int]) -> int:
