@@ -1084,7 +1084,7 @@ class Chaos:
         print("RESULT: " + ("FAIL" if failed else "PASS"), flush=True)
         return 1 if failed else 0
 
-    def cleanup(self) -> None:
+    def cleanup(self, *, keep_db: bool = False) -> None:
         if self.deployment is not None:
             self.deployment.stop_all()
         if self.moto is not None:
@@ -1096,7 +1096,10 @@ class Chaos:
             wait_for(self.servers.pg_ready, 60)
         if not self.servers.redis_ready():
             wait_for(self.servers.redis_ready, 30)
-        self.servers.drop_db()
+        if keep_db:
+            log(f"database kept: {self.servers.url_for(self.servers.run_db)}")
+        else:
+            self.servers.drop_db()
         self.servers.redis_clear()
 
 
@@ -1350,6 +1353,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--drain", type=float, default=240.0, help="seconds to wait at the end")
     parser.add_argument("--ci", action="store_true", help="one fault of each kind")
+    parser.add_argument(
+        "--keep-on-failure", action="store_true", help="keep the database when a check fails"
+    )
     args = parser.parse_args(argv)
     chaos = Chaos(args)
     interrupted: list[int] = []
@@ -1359,13 +1365,15 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
+    status = 1
     try:
-        return chaos.run()
+        status = chaos.run()
+        return status
     except KeyboardInterrupt:
         log("interrupted")
         return 130
     finally:
-        chaos.cleanup()
+        chaos.cleanup(keep_db=bool(status) and args.keep_on_failure)
 
 
 if __name__ == "__main__":

@@ -167,6 +167,11 @@ if _db["ENGINE"] != "django.db.backends.sqlite3":
         _db.setdefault("OPTIONS", {}).update(
             {"server_side_binding": True, "prepare_threshold": int(_prepare)}
         )
+    # Behind a transaction-pooling PgBouncer: `QuerySet.iterator()` opens no server-side
+    # cursor (one would not survive the pooler handing the connection to another client).
+    _db["DISABLE_SERVER_SIDE_CURSORS"] = env.bool(
+        "DATABASE_DISABLE_SERVER_SIDE_CURSORS", default=False
+    )
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
