@@ -318,6 +318,9 @@ MAX_FILES_PER_SUBMISSION = int(env_number("MAX_FILES_PER_SUBMISSION", 100))
 # Bytes of files one POST /api/submissions/ (bulk mode) may carry: larger sets go file by file.
 MAX_SUBMISSION_REQUEST_SIZE = int(env_number("MAX_SUBMISSION_REQUEST_SIZE", 1024**3))
 SUBMISSION_DRAFT_TTL_DAYS = env_number("SUBMISSION_DRAFT_TTL_DAYS", 7)
+# Stored uploads no file row names (a web process killed between storing and committing) are
+# deleted by the `orphan_files` cleanup once this old: longer than any upload takes.
+STORED_ORPHAN_GRACE_MINUTES = env_number("STORED_ORPHAN_GRACE_MINUTES", 60)
 
 # --- Grading and review (SPEC §5) -------------------------------------------------------------
 GRADER = env.str("GRADER", default="apps.review.grader.SandboxGrader")
