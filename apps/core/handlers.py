@@ -58,7 +58,8 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 
 # The database cannot be reached (restarting, failing over, out of connections) or dropped the
-# connection: the request did nothing and may be sent again, so 503, never 500.
+# connection: the request's open transaction is rolled back and the outage is temporary, so
+# 503 (retry shortly), never 500.
 DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 DATABASE_RETRY_AFTER = "1"
 
