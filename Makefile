@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-dev
 PORT ?= 8000
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help install run migrate test test-postgres lint format bench clean reset schema-check
+.PHONY: help install run migrate test test-postgres lint format bench chaos clean reset schema-check
 
 help:
 	@echo "make run    - install, migrate, create demo accounts, start web + worker + watcher"
@@ -15,6 +15,7 @@ help:
 	@echo "make lint   - ruff check, ruff format --check, mypy"
 	@echo "make bench  - the benchmarks in bench/ (BENCH=upload to run one)"
 	@echo "make schema-check TOKEN=... - Schemathesis against the running server (make run)"
+	@echo "make chaos  - web/worker/watcher x2 on PostgreSQL + Redis + S3 under faults (CHAOS_MINUTES=10)"
 	@echo "make reset  - delete the database and uploaded files of make run"
 
 $(STAMP): requirements/base.txt requirements/dev.txt requirements/client.txt client/pyproject.toml
@@ -65,6 +66,11 @@ schema-check: $(STAMP)
 	@test -n "$(TOKEN)" || { echo "usage: make schema-check TOKEN=<api token> [PORT=8000]"; exit 2; }
 	$(BIN)/schemathesis --config-file schemathesis.toml run \
 		http://127.0.0.1:$(PORT)/api/schema/ -H "Authorization: Bearer $(TOKEN)"
+# Scale-out proof (docs/deploy.md): DATABASE_URL / REDIS_URL name the servers it may restart
+# (default 127.0.0.1:5432 and :6379); CHAOS_ARGS adds options (--seed S, --ci).
+CHAOS_MINUTES ?= 10
+chaos: $(STAMP)
+	$(BIN)/python bench/chaos.py --minutes $(CHAOS_MINUTES) $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) .test-db.sqlite3* .test-media .pytest_cache .mypy_cache .ruff_cache staticfiles

@@ -172,6 +172,11 @@ if _db["ENGINE"] != "django.db.backends.sqlite3":
         _db.setdefault("OPTIONS", {}).update(
             {"server_side_binding": True, "prepare_threshold": int(_prepare)}
         )
+    # Behind a transaction-pooling PgBouncer: `QuerySet.iterator()` opens no server-side
+    # cursor (one would not survive the pooler handing the connection to another client).
+    _db["DISABLE_SERVER_SIDE_CURSORS"] = env.bool(
+        "DATABASE_DISABLE_SERVER_SIDE_CURSORS", default=False
+    )
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -328,6 +333,9 @@ MAX_FILES_PER_SUBMISSION = int(env_number("MAX_FILES_PER_SUBMISSION", 100))
 # Bytes of files one POST /api/submissions/ (bulk mode) may carry: larger sets go file by file.
 MAX_SUBMISSION_REQUEST_SIZE = int(env_number("MAX_SUBMISSION_REQUEST_SIZE", 1024**3))
 SUBMISSION_DRAFT_TTL_DAYS = env_number("SUBMISSION_DRAFT_TTL_DAYS", 7)
+# Stored uploads no file row names (a web process killed between storing and committing) are
+# deleted by the `orphan_files` cleanup once this old: longer than any upload takes.
+STORED_ORPHAN_GRACE_MINUTES = env_number("STORED_ORPHAN_GRACE_MINUTES", 60)
 
 # --- Grading and review (SPEC §5) -------------------------------------------------------------
 GRADER = env.str("GRADER", default="apps.grading.grader.SandboxGrader")

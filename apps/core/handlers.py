@@ -14,6 +14,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -91,7 +92,26 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"success": False, "code": code, "error": message, **extra}
 
 
+# The database cannot be reached (restarting, failing over, out of connections) or dropped the
+# connection: the request's open transaction is rolled back and the outage is temporary, so
+# 503 (retry shortly), never 500.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+DATABASE_RETRY_AFTER = "1"
+
+
+def database_unavailable_body() -> dict[str, Any]:
+    return error_body("service_unavailable", "The database is unavailable; retry in a moment.")
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, DATABASE_UNAVAILABLE):
+        logger.warning("Database unavailable in %s: %s", context.get("view"), exc)
+        set_rollback()
+        return Response(
+            database_unavailable_body(),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": DATABASE_RETRY_AFTER},
+        )
     if isinstance(exc, DomainError):
         exc = DomainAPIException(exc)
     elif isinstance(exc, RequestDataTooBig):

@@ -6,15 +6,24 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import time
 import uuid
 from collections.abc import Callable
 from http import HTTPStatus
 
 from django.conf import settings
+from django.core.signals import got_request_exception
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from apps.core.handlers import error_body, status_code_name
+from apps.core.handlers import (
+    DATABASE_RETRY_AFTER,
+    DATABASE_UNAVAILABLE,
+    database_unavailable_body,
+    error_body,
+    status_code_name,
+)
 from apps.core.logcontext import request_context_end, request_context_start
 from apps.core.metrics import http_request_observe
 
@@ -148,6 +157,11 @@ class ApiJsonErrorMiddleware:
             return response
         if response.get("Content-Type", "").startswith("application/json"):
             return response
+        if response.status_code == 500 and isinstance(
+            getattr(request, "yoyaku_exception", None), DATABASE_UNAVAILABLE
+        ):
+            # A middleware (sessions, authentication) could not reach the database.
+            return _database_unavailable()
         code = status_code_name(response.status_code)
         try:
             message = HTTPStatus(response.status_code).phrase
@@ -162,9 +176,29 @@ class ApiJsonErrorMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not request.path.startswith("/api/"):
             return None
+        if isinstance(exception, DATABASE_UNAVAILABLE):
+            logger.warning("Database unavailable on %s: %s", request.path, exception)
+            return _database_unavailable()
         logger.exception("Unhandled error on %s", request.path, exc_info=exception)
         return HttpResponse(
             json.dumps(error_body("internal_error", "Internal server error.")),
             status=500,
             content_type="application/json",
         )
+
+
+def _database_unavailable() -> HttpResponse:
+    response = JsonResponse(database_unavailable_body(), status=503)
+    response["Retry-After"] = DATABASE_RETRY_AFTER
+    return response
+
+
+@receiver(got_request_exception)
+def _remember_exception(
+    sender: object, request: HttpRequest | None = None, **kwargs: object
+) -> None:
+    """Django turns an exception raised in a middleware into a 500 page before the JSON error
+    middleware sees it; keep the exception on the request so that middleware can tell a
+    database outage (503) from a bug (500)."""
+    if request is not None:
+        request.yoyaku_exception = sys.exc_info()[1]  # type: ignore[attr-defined]

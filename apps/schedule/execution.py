@@ -57,6 +57,8 @@ from apps.schedule.transport import TRANSPORT_ERRORS, send
 logger = logging.getLogger(__name__)
 CONNECTION_ERROR = 599
 EXCERPT = 2000
+# Most abandoned Running plans handed to workers again per fallback pass (once a minute).
+REDELIVER_BATCH = 200
 
 
 @dataclass(frozen=True)
@@ -124,13 +126,25 @@ def plan_claim(
         return [ArmedPlan(plan_id=pk, token=token, due_at=due) for pk, due in rows]
 
 
-def plan_leases_renew(*, owner: str, now: dt.datetime | None = None) -> int:
-    """Extend every lease `owner` holds; returns how many. Lost leases are not renewed."""
+def plan_leases_renew(
+    *, owner: str, plan_ids: list[int] | None = None, now: dt.datetime | None = None
+) -> int:
+    """Extend the leases `owner` holds on `plan_ids` (default: every one); returns how many.
+    Lost leases are not renewed.
+
+    A watcher renews only the plans still on its timers: a plan handed to the broker keeps the
+    lease it had, so if the broker loses the task (a Redis restart, a killed cluster that had
+    pulled it) the plan is claimable again once that lease ends, and a late delivery of the
+    lost task finds a new arm token and starts nothing.
+    """
     now = now or timezone.now()
     expires = now + dt.timedelta(seconds=lease_seconds())
-    return Plan.objects.filter(state=PlanState.PRESET, lease_owner=owner).update(
-        lease_expires_at=expires
-    )
+    rows = Plan.objects.filter(state=PlanState.PRESET, lease_owner=owner)
+    if plan_ids is not None:
+        if not plan_ids:
+            return 0
+        rows = rows.filter(pk__in=plan_ids)
+    return rows.update(lease_expires_at=expires)
 
 
 def plan_claims_release(*, owner: str, plan_ids: list[int]) -> int:
@@ -405,9 +419,7 @@ def _resume_abandoned(*, plan_id: int, token: str, now: dt.datetime, delivery: s
     plan = Plan.objects.filter(pk=plan_id, state=PlanState.RUNNING, arm_token=token).first()
     if plan is None or plan.started_at is None:
         return False
-    action = plan.action
-    limit = float(action.get("connect_timeout") or 5) + float(action.get("request_timeout") or 30)
-    if plan.started_at > now - dt.timedelta(seconds=limit + 60):
+    if plan.started_at > now - _attempt_limit(plan.action):
         return False
     return (
         Plan.objects.filter(
@@ -483,12 +495,39 @@ def _plan_record(*, plan: Plan, life: Life, outcome: Outcome, started: dt.dateti
     return result
 
 
+def _attempt_limit(action: dict[str, Any]) -> dt.timedelta:
+    """When an attempt started at T is certainly over: T + its connect and request timeouts +
+    a minute (`_resume_abandoned`)."""
+    seconds = float(action.get("connect_timeout") or 5) + float(action.get("request_timeout") or 30)
+    return dt.timedelta(seconds=seconds + 60)
+
+
+def plans_running_abandoned(*, now: dt.datetime | None = None) -> list[tuple[int, str]]:
+    """(plan id, arm token) of Running plans whose attempt is certainly over without a record:
+    their worker died mid-attempt. The Redis broker never redelivers a task, so nothing else
+    would ever finish them; a new delivery with their token resumes each once
+    (`_resume_abandoned`)."""
+    now = now or timezone.now()
+    rows = Plan.objects.filter(
+        state=PlanState.RUNNING, started_at__lt=now - dt.timedelta(seconds=60)
+    ).values_list("pk", "arm_token", "started_at", "action")[:REDELIVER_BATCH]
+    return [
+        (pk, token)
+        for pk, token, started, action in rows
+        if started is not None and started < now - _attempt_limit(action)
+    ]
+
+
 def plans_fire_due(*, owner: str, now: dt.datetime | None = None) -> list[ArmedPlan]:
     """One watcher pass without timers (the django-q2 fallback schedule): invalidate late
-    plans, claim the plans already due and hand each to a worker now."""
+    plans, claim the plans already due and hand each to a worker now; hand abandoned Running
+    plans to a worker again."""
     now = now or timezone.now()
     plan_invalidate_late(now=now)
     armed = plan_claim(owner=owner, now=now, horizon=now)
     for item in armed:
         enqueue(PLAN_EXECUTE, item.plan_id, item.token)
+    for plan_id, token in plans_running_abandoned(now=now):
+        logger.warning("plan %s: its attempt was abandoned mid-way; delivering it again", plan_id)
+        enqueue(PLAN_EXECUTE, plan_id, token)
     return armed

@@ -90,7 +90,9 @@ class PlanWatcher:
         now = timezone.now()
         try:
             self.stats.invalidated += plan_invalidate_late(now=now)
-            plan_leases_renew(owner=self.owner, now=now)
+            with self._cond:
+                held = list(self._known)
+            plan_leases_renew(owner=self.owner, plan_ids=held, now=now)
             armed = plan_claim(owner=self.owner, now=now)
             self._arm(armed)
             if time.monotonic() - self._last_purge > PURGE_EVERY:

@@ -8,5 +8,5 @@ class SubmissionsConfig(AppConfig):
     def ready(self) -> None:
         from apps.submissions import (
             metrics,  # noqa: F401 - declares the app's metrics
-            registry,  # noqa: F401 - the `drafts` cleanup kind
+            registry,  # noqa: F401 - the `drafts` and `orphan_files` cleanup kinds
         )

@@ -1,12 +1,18 @@
 """Registrations of the submissions app (imported from `SubmissionsConfig.ready()`): the
-cleanup kind `drafts`."""
+cleanup kinds `drafts` and `orphan_files`."""
 
 from __future__ import annotations
 
 from apps.core.cleanup import register_cleanup
-from apps.submissions.services import submission_drafts_cleanup
+from apps.submissions.services import stored_orphans_cleanup, submission_drafts_cleanup
 
 register_cleanup(
     "drafts",
     "draft submissions older than SUBMISSION_DRAFT_TTL_DAYS, with their stored files",
 )(submission_drafts_cleanup)
+
+register_cleanup(
+    "orphan_files",
+    "stored uploads no file row names (a web process killed mid-upload), older than "
+    "STORED_ORPHAN_GRACE_MINUTES",
+)(stored_orphans_cleanup)

@@ -146,6 +146,9 @@ def _storage() -> Storage:
     return storages["default"]
 
 
+UPLOAD_PREFIX = "submissions"
+
+
 def _store(*, submission_id: str, upload: IncomingFile) -> str:
     """Write the upload to storage under a key the server builds; return the stored name.
 
@@ -154,7 +157,7 @@ def _store(*, submission_id: str, upload: IncomingFile) -> str:
     even on S3 where "create if absent" is not atomic. FileSystemStorage moves the temporary
     file into place (no copy); S3 streams it in multipart chunks.
     """
-    key = f"submissions/{submission_id}/{new_hex_id()}/{upload.raw_name}"
+    key = f"{UPLOAD_PREFIX}/{submission_id}/{new_hex_id()}/{upload.raw_name}"
     upload.seek(0)
     return _storage().save(key, upload)
 
@@ -584,3 +587,45 @@ def storage_admit(*, user: AbstractBaseUser, adding_bytes: int) -> None:
     used = submission_storage_bytes(user_id=int(user.pk))
     if used + adding_bytes > limit:
         raise storage_quota_error(used=used, limit=limit, adding=adding_bytes)
+
+
+def _stored_names(storage: Storage, folder: str) -> list[str]:
+    """Every stored name under `folder` (walked with the storage API: local or S3)."""
+    try:
+        folders, files = storage.listdir(folder)
+    except FileNotFoundError:
+        return []
+    names = [f"{folder}/{name}" for name in files]
+    for sub in folders:
+        names.extend(_stored_names(storage, f"{folder}/{sub}"))
+    return names
+
+
+def stored_orphans_cleanup(*, now: dt.datetime, dry_run: bool) -> CleanupReport:
+    """Cleanup kind `orphan_files`: stored uploads that no file row names, older than
+    `STORED_ORPHAN_GRACE_MINUTES`. An upload is stored before its row is inserted; a refusal
+    or an error deletes the object, but a web process killed in between cannot, and leaves
+    it. The grace keeps uploads still in flight. Walks every object under the upload prefix,
+    one submission folder at a time."""
+    storage = _storage()
+    cutoff = now - dt.timedelta(minutes=float(settings.STORED_ORPHAN_GRACE_MINUTES))
+    try:
+        submission_ids, _ = storage.listdir(UPLOAD_PREFIX)
+    except FileNotFoundError:
+        submission_ids = []
+    orphans: list[str] = []
+    for submission_id in submission_ids:
+        folder = f"{UPLOAD_PREFIX}/{submission_id}"
+        known = set(
+            SubmissionFile.objects.filter(submission_id=submission_id).values_list(
+                "storage_name", flat=True
+            )
+        )
+        orphans.extend(
+            name
+            for name in _stored_names(storage, folder)
+            if name not in known and storage.get_modified_time(name) <= cutoff
+        )
+    if not dry_run:
+        _delete_stored(orphans)
+    return CleanupReport(kind="orphan_files", count=len(orphans), items=orphans)

@@ -343,3 +343,28 @@ def test_a_redelivery_resumes_a_plan_whose_worker_died_only_after_its_timeouts(
     with time_machine.travel(timezone.now() + dt.timedelta(seconds=64)):
         assert plan_execute(plan_id=plan.pk, token=armed.token) == "done"
     assert len(receiver.requests) == 1
+
+
+@pytest.mark.usefixtures("q_sync")
+def test_a_plan_abandoned_mid_attempt_is_delivered_again_by_the_fallback_pass(
+    user: User, receiver: Receiver
+) -> None:
+    """A worker started a plan (Running) and was killed before recording its attempt; the Redis
+    broker never redelivers. Once the attempt is certainly over, the every-minute pass hands
+    the plan to a worker again, which finishes it; before that it leaves it alone."""
+    from apps.schedule.execution import plans_fire_due, plans_start
+
+    life = book_point(user, url=f"{receiver.url}/hook", request_timeout=5)
+    plan = birth_of(life)
+    [armed] = plan_claim(owner="w", now=plan.due_at)
+    with time_machine.travel(plan.due_at, tick=False):
+        assert plan.pk in plans_start(items=[(plan.pk, armed.token)])  # then the worker dies
+    with time_machine.travel(plan.due_at + dt.timedelta(seconds=60), tick=False):
+        plans_fire_due(owner="fallback")
+    assert receiver.requests == []
+    assert Plan.objects.get(pk=plan.pk).state == PlanState.RUNNING
+    with time_machine.travel(plan.due_at + dt.timedelta(seconds=71), tick=False):
+        plans_fire_due(owner="fallback")
+    plan.refresh_from_db()
+    assert plan.state == PlanState.DONE
+    assert [r.headers["webhook-id"] for r in receiver.requests] == [plan.webhook_id]

@@ -235,3 +235,39 @@ def test_sigterm_gives_back_unfired_claims(
     assert all(
         life.birth_time > life.created_at + dt.timedelta(seconds=100) for life in Life.objects.all()
     )
+
+
+@pytest.mark.usefixtures("fast")
+def test_a_plan_whose_task_the_broker_lost_is_armed_again_by_its_living_watcher(
+    user: User, receiver: Receiver
+) -> None:
+    """The watcher hands a fired plan to the broker, and no worker ever runs it (a Redis
+    restart, or a killed cluster that had pulled it). The watcher stays alive: it must not keep
+    renewing that plan's lease, so the plan is armed again after the lease, and only the new
+    arming can start it."""
+    from django_q.brokers import get_broker
+
+    from apps.schedule.execution import plan_execute
+
+    life = book_point(user, url=f"{receiver.url}/hook", in_seconds=1)
+    plan = life.plans.get()
+    watcher = PlanWatcher(owner="alive")
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: watcher.stats.dispatched >= 1, 10)
+        first = Plan.objects.get(pk=plan.pk).arm_token
+        # No cluster runs: the task is lost. The same watcher arms the plan again.
+        assert wait_until(lambda: watcher.stats.dispatched >= 2, 10)
+    finally:
+        watcher.stop()
+        thread.join(10)
+        get_broker().purge_queue()
+    rearmed = Plan.objects.get(pk=plan.pk)
+    assert rearmed.state == PlanState.PRESET
+    assert rearmed.arm_token != first
+    # The lost task, delivered late, starts nothing; the new arming fires the plan once.
+    assert plan_execute(plan_id=plan.pk, token=first) == "skipped"
+    assert plan_execute(plan_id=plan.pk, token=rearmed.arm_token) == "done"
+    assert [r.headers["webhook-id"] for r in receiver.requests] == [plan.webhook_id]
+    assert Plan.objects.get(pk=plan.pk).state == PlanState.DONE

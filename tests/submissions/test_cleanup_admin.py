@@ -1,4 +1,4 @@
-"""Cleanup kind `drafts`, the admin, and the upload handler's cut-off."""
+"""Cleanup kinds `drafts` and `orphan_files`, the admin, and the upload handler's cut-off."""
 
 from __future__ import annotations
 
@@ -66,6 +66,37 @@ def test_old_drafts_are_removed_with_their_files(
     remaining = stored_names()
     assert len(remaining) == 2
     assert not any(old in name for name in remaining)
+
+
+def test_orphan_uploads_are_swept_after_the_grace(
+    user_client: APIClient, settings: Any, stored_names: Walk
+) -> None:
+    """An object stored by an upload whose row never committed (its web process was killed
+    in between) is deleted by `orphan_files` once older than the grace; files that rows name
+    stay."""
+    from django.core.files.base import ContentFile
+    from django.core.files.storage import storages
+
+    submission_id = create_submission(user_client).json()["submission_id"]
+    named = set(SubmissionFile.objects.values_list("storage_name", flat=True))
+    storage = storages["default"]
+    orphans = {
+        storage.save(f"submissions/{submission_id}/{'a' * 32}/main.py", ContentFile(b"1")),
+        storage.save(f"submissions/{'b' * 32}/{'c' * 32}/config.yaml", ContentFile(b"2")),
+    }
+    assert set(stored_names()) == named | orphans
+
+    out = io.StringIO()
+    call_command("cleanup", "--only", "orphan_files", stdout=out)
+    assert "orphan_files: removed 0" in out.getvalue()
+    later = timezone.now() + dt.timedelta(minutes=settings.STORED_ORPHAN_GRACE_MINUTES + 1)
+    with time_machine.travel(later, tick=False):
+        call_command("cleanup", "--only", "orphan_files", "--dry-run", stdout=out)
+        assert set(stored_names()) == named | orphans
+        call_command("cleanup", "--only", "orphan_files", stdout=out)
+    assert "orphan_files: would remove 2" in out.getvalue()
+    assert "orphan_files: removed 2" in out.getvalue()
+    assert set(stored_names()) == named
 
 
 def test_cleanup_ttl_accepts_fractions_of_a_day(user_client: APIClient, settings: Any) -> None:

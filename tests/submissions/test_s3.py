@@ -120,6 +120,32 @@ def test_draft_cleanup_deletes_objects_on_s3(
     assert _keys(s3) == []
 
 
+@pytest.mark.django_db
+def test_orphan_objects_of_a_killed_upload_are_swept_on_s3(
+    user_client: APIClient, s3: Any, settings: Any
+) -> None:
+    """A web process killed after storing an upload and before committing its row leaves an
+    object no row names (in a draft, or for a submission that was never created): the
+    `orphan_files` cleanup deletes it once older than the grace, and nothing else."""
+    submission_id = create_submission(user_client).json()["submission_id"]
+    kept = _keys(s3)
+    for key in (
+        f"submissions/{submission_id}/{uuid.uuid4().hex}/main.py",
+        f"submissions/{uuid.uuid4().hex}/{uuid.uuid4().hex}/main.py",
+    ):
+        s3.put_object(Bucket=s3.bucket, Key=key, Body=b"print(1)")
+    assert len(_keys(s3)) == len(kept) + 2
+
+    out = io.StringIO()
+    call_command("cleanup", "--only", "orphan_files", stdout=out)
+    assert "orphan_files: removed 0" in out.getvalue()  # still within the grace
+    later = timezone.now() + dt.timedelta(minutes=settings.STORED_ORPHAN_GRACE_MINUTES + 1)
+    with time_machine.travel(later, tick=False):
+        call_command("cleanup", "--only", "orphan_files", stdout=out)
+    assert "orphan_files: removed 2" in out.getvalue()
+    assert _keys(s3) == kept
+
+
 @pytest.mark.django_db(transaction=True)
 def test_racing_one_name_on_s3_keeps_exactly_the_winners_object(
     user: User, client_for: Callable[[User], APIClient], s3: Any
