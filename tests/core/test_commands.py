@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
 from http import HTTPStatus
 from io import StringIO
@@ -130,4 +131,8 @@ def test_docs_and_schema_are_public(api_client: APIClient) -> None:
     docs = api_client.get("/api/docs/")
     assert docs.status_code == HTTPStatus.OK
     assert b"swagger-ui" in docs.content
-    assert b"cdn" not in docs.content.lower()
+    # Served from our own static files: no script or stylesheet from another origin (a CDN).
+    page = docs.content.decode()
+    assets = re.findall(r"""(?:src|href)\s*=\s*["']([^"']+)["']""", page)
+    assert any("swagger-ui" in asset for asset in assets)
+    assert [a for a in assets if a.startswith(("http:", "https:", "//"))] == []
