@@ -917,7 +917,7 @@ class Chaos:
         """(job id, worker name) of the gradings running now."""
         with self.servers.run_conn() as conn:
             rows = conn.execute(
-                "SELECT job_id, worker FROM review_gradingattempt WHERE outcome = 'running'"
+                "SELECT job_id, worker FROM grading_gradingattempt WHERE outcome = 'running'"
             ).fetchall()
         return [(str(job), str(worker)) for job, worker in rows]
 
@@ -1002,7 +1002,7 @@ class Chaos:
         def graded_after() -> bool:
             with self.servers.run_conn() as conn:
                 row = conn.execute(
-                    "SELECT count(*) FROM review_gradingattempt a JOIN jobs_job j "
+                    "SELECT count(*) FROM grading_gradingattempt a JOIN jobs_job j "
                     "ON j.id = a.job_id WHERE j.created_at > to_timestamp(%s) "
                     "AND a.outcome <> 'running'",
                     (back,),
@@ -1198,7 +1198,7 @@ class Checks:
             "SELECT j.id, j.status, j.finished_at IS NOT NULL, "
             "count(a.id) FILTER (WHERE a.outcome IN ('completed', 'review_pending', 'failed')), "
             "min(a.outcome) FILTER (WHERE a.outcome IN ('completed', 'review_pending', 'failed')) "
-            "FROM jobs_job j LEFT JOIN review_gradingattempt a ON a.job_id = j.id "
+            "FROM jobs_job j LEFT JOIN grading_gradingattempt a ON a.job_id = j.id "
             "GROUP BY j.id, j.status, j.finished_at"
         )
         bad: list[str] = []
@@ -1346,7 +1346,7 @@ class Checks:
         seconds = max(1.0, chaos.load_ended - chaos.load_started)
         answers = [a for a in self.state.answers if a.at <= chaos.load_ended]
         gradings = self.query(
-            "SELECT count(*) FROM review_gradingattempt "
+            "SELECT count(*) FROM grading_gradingattempt "
             "WHERE outcome IN ('completed', 'review_pending', 'failed')"
         )[0][0]
         lateness = [
@@ -1358,7 +1358,7 @@ class Checks:
             )
         ]
         redone = self.query(
-            "SELECT count(*) FROM review_gradingattempt "
+            "SELECT count(*) FROM grading_gradingattempt "
             "WHERE outcome IN ('abandoned', 'lease_lost')"
         )[0][0]
         figures = [

@@ -354,6 +354,10 @@ def _run_bubblewrap(
             env={},  # bubblewrap becomes the sandbox's PID 1: its environ is readable inside
             cwd="/",
             pass_fds=(args_read, info_write, *extra_fds),
+            # Out of the worker's process group: a signal to the group (a stopping cluster)
+            # must not kill bubblewrap before `_end_sandbox` has killed PID 1 and waited for
+            # it, or the worker could return while the sandbox is still being torn down.
+            start_new_session=True,
         )
     finally:
         os.close(args_read)
