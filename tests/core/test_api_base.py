@@ -122,3 +122,38 @@ def test_the_review_page_and_api_agree_on_who_reviews(user: User) -> None:
     assert allowed.get("/api/review/queue/").status_code == HTTPStatus.OK
     assert b'href="/review/"' in allowed.get("/jobs/").content
     assert b'href="/review/"' not in plain.get("/jobs/").content
+
+
+def _nested(depth: int) -> str:
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/jobs/", _nested(5000)),  # the decoder's own recursion limit
+        ("/api/jobs/", "[" * 100_000 + "]" * 100_000),
+        ("/api/jobs/", '{"submission_id": "x", "config": ' + _nested(900) + "}"),
+        (
+            "/api/schedules/",
+            '{"schedule_type": "one_time", "birth": {"body": ' + _nested(5000) + "}}",
+        ),
+    ],
+)
+def test_a_deeply_nested_json_body_is_a_400_never_a_500(
+    client_of: APIClient, path: str, body: str
+) -> None:
+    response = client_of.post(path, body, content_type="application/json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert response.json()["code"] == "invalid_request"
+    assert "nested deeper than 64 levels" in response.json()["error"]
+
+
+def test_json_nested_within_the_bound_is_validated_as_usual(client_of: APIClient) -> None:
+    config = _nested(60)
+    response = client_of.post(
+        "/api/jobs/",
+        '{"submission_id": "x", "config": ' + config + "}",
+        content_type="application/json",
+    )
+    assert response.status_code == HTTPStatus.NOT_FOUND, response.content
