@@ -3,6 +3,7 @@ errors, the reviewer check in one place."""
 
 from __future__ import annotations
 
+import json
 from http import HTTPStatus
 
 import pytest
@@ -12,7 +13,9 @@ from rest_framework.test import APIClient
 
 from apps.core.handlers import validation_fields, validation_message
 from apps.core.permissions import REVIEWER_PERMISSION, user_is_reviewer
+from tests.factories.submissions import make_submission
 from tests.factories.users import make_user
+from tests.schedule.conftest import point_body
 
 pytestmark = pytest.mark.django_db
 
@@ -157,3 +160,44 @@ def test_json_nested_within_the_bound_is_validated_as_usual(client_of: APIClient
         content_type="application/json",
     )
     assert response.status_code == HTTPStatus.NOT_FOUND, response.content
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"submission_id": "%s", "config": {"note": "\\ud800"}}',
+        '{"submission_id": "%s", "config": {"\\udfff": 1}}',
+        '{"submission_id": "%s", "config": {"list": ["a\\udc00b"]}}',
+    ],
+)
+def test_a_lone_surrogate_in_a_job_config_is_refused_and_never_stored(
+    client_of: APIClient, user: User, body: str
+) -> None:
+    # Stored, it made every later listing of the user's jobs a 500 (UTF-8 cannot encode it).
+    submission = make_submission(owner=user)
+    response = client_of.post("/api/jobs/", body % submission.pk, content_type="application/json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert response.json()["code"] == "invalid_request"
+    assert "surrogate" in response.json()["error"]
+    assert client_of.get("/api/jobs/").json() == []
+
+
+def test_a_lone_surrogate_in_a_webhook_body_books_nothing(client_of: APIClient) -> None:
+    body = point_body()
+    body["birth"]["body"] = {"x": "SURROGATE"}
+    raw = json.dumps(body).replace("SURROGATE", "\\ud800")
+    response = client_of.post("/api/schedules/", raw, content_type="application/json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert client_of.get("/api/schedules/").json() == []
+
+
+def test_a_surrogate_pair_escape_is_a_character_and_accepted(
+    client_of: APIClient, user: User
+) -> None:
+    submission = make_submission(owner=user)
+    body = '{"submission_id": "SUB", "config": {"note": "\\ud83d\\ude00"}}'.replace(
+        "SUB", submission.pk
+    )
+    response = client_of.post("/api/jobs/", body, content_type="application/json")
+    assert response.status_code == HTTPStatus.CREATED, response.content
+    assert client_of.get("/api/jobs/").json()[0]["config"]["note"] == "\U0001f600"
