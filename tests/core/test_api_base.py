@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from http import HTTPStatus
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import AnonymousUser, User
@@ -201,3 +202,38 @@ def test_a_surrogate_pair_escape_is_a_character_and_accepted(
     response = client_of.post("/api/jobs/", body, content_type="application/json")
     assert response.status_code == HTTPStatus.CREATED, response.content
     assert client_of.get("/api/jobs/").json()[0]["config"]["note"] == "\U0001f600"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("get", "/api/submissions/?offset=9223372036854775808", None, "offset"),
+        ("get", "/api/submissions/?limit=-9223372036854775809", None, "limit"),
+        ("get", "/api/leaderboard/?limit=1e400", None, "limit"),
+        ("post", "/api/jobs/", {"submission_id": "x", "idempotency_ttl_hours": 2**64}, None),
+        ("post", "/api/quotas/reservations/", {"ttl_seconds": 2**64}, "ttl_seconds"),
+        ("post", "/api/quotas/reservations/", {"ttl_seconds": -(2**64)}, "ttl_seconds"),
+        ("post", "/api/quotas/reservations/", {"ttl_seconds": 1e308}, "ttl_seconds"),
+    ],
+)
+def test_a_value_past_a_database_integer_is_a_400_never_a_503_or_500(
+    client_of: APIClient, method: str, path: str, body: Any, field: str | None
+) -> None:
+    # An integer the database cannot hold would raise OverflowError / DataError (a 500) or an
+    # OperationalError (mapped to 503 service_unavailable): bounds refuse it first.
+    send = client_of.get if method == "get" else client_of.post
+    response = send(path, body, format="json") if body else send(path)
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert response.json()["code"] == "invalid_request"
+    name = field or "idempotency_ttl_hours"
+    assert name in response.json()["fields"]
+
+
+def test_a_huge_integer_inside_a_job_config_is_stored_as_json(
+    client_of: APIClient, user: User
+) -> None:
+    submission = make_submission(owner=user)
+    body = {"submission_id": submission.pk, "config": {"seed": 2**70, "neg": -(2**70)}}
+    response = client_of.post("/api/jobs/", body, format="json")
+    assert response.status_code == HTTPStatus.CREATED, response.content
+    assert client_of.get("/api/jobs/").json()[0]["config"]["seed"] == 2**70
