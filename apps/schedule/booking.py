@@ -18,7 +18,7 @@ from django.conf import settings
 from apps.core.validation import NUL_MESSAGE, contains_nul
 from apps.schedule.exceptions import InvalidSchedule
 from apps.schedule.models import ScheduleType
-from apps.schedule.targets import TargetRefused, check_action_path
+from apps.schedule.targets import TargetRefused, check_action_path, header_problem
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 ACTION_DEFAULTS: dict[str, Any] = {
@@ -120,6 +120,11 @@ def normalize_action(action: dict[str, Any], errors: list[str]) -> dict[str, Any
     path = str(normalized["path"])
     if contains_nul(normalized):
         errors.append(NUL_MESSAGE)
+    errors.extend(
+        problem
+        for name, value in normalized["headers"].items()
+        if (problem := header_problem(str(name), str(value))) is not None
+    )
     limit = float(settings.SCHEDULE_ACTION_MAX_SECONDS)
     for name in ("connect_timeout", "request_timeout"):
         value = normalized.get(name)
