@@ -28,4 +28,7 @@ class BearerOrTokenAuthentication(TokenAuthentication):
             raise exceptions.AuthenticationFailed(
                 _("Invalid token header. Token string should not contain invalid characters.")
             ) from exc
+        if "\x00" in token:
+            # PostgreSQL refuses NUL in a lookup (a 500); no token holds one.
+            raise exceptions.AuthenticationFailed(_("Invalid token."))
         return self.authenticate_credentials(token)

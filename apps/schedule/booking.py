@@ -18,7 +18,7 @@ from django.conf import settings
 from apps.core.validation import NUL_MESSAGE, contains_nul
 from apps.schedule.exceptions import InvalidSchedule
 from apps.schedule.models import ScheduleType
-from apps.schedule.targets import TargetRefused, check_action_path
+from apps.schedule.targets import TargetRefused, check_action_path, header_problem
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 ACTION_DEFAULTS: dict[str, Any] = {
@@ -64,12 +64,30 @@ def schedule_timezone() -> ZoneInfo:
     return ZoneInfo(settings.SCHEDULE_TIMEZONE)
 
 
+#: Times are kept a year inside `datetime`'s range, so the guard band, time zones and retries
+#: never overflow (`9999-12-31 23:59:59` was a 500); earlier ones are still "too late" (406).
+EARLIEST_TIME = dt.datetime(2, 1, 1, tzinfo=dt.UTC)
+LATEST_TIME = dt.datetime(9998, 12, 31, tzinfo=dt.UTC)
+OUT_OF_RANGE = "a time must lie between the years 2 and 9998"
+
+
+def _in_range(moment: dt.datetime) -> dt.datetime:
+    try:
+        utc = moment.astimezone(dt.UTC)
+    except OverflowError:
+        raise ValueError(OUT_OF_RANGE) from None
+    if not EARLIEST_TIME <= utc <= LATEST_TIME:
+        raise ValueError(OUT_OF_RANGE)
+    return moment
+
+
 def parse_time(value: Any) -> dt.datetime:
-    """`%Y-%m-%d %H:%M:%S` in SCHEDULE_TIMEZONE, or ISO 8601 with an offset. Raises ValueError."""
+    """`%Y-%m-%d %H:%M:%S` in SCHEDULE_TIMEZONE, or ISO 8601 with an offset, between
+    `EARLIEST_TIME` and `LATEST_TIME`. Raises ValueError."""
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             raise ValueError("a time needs an offset")
-        return value
+        return _in_range(value)
     if not isinstance(value, str) or not value.strip():
         raise ValueError("expected a time string")
     text = value.strip()
@@ -78,7 +96,7 @@ def parse_time(value: Any) -> dt.datetime:
     except ValueError:
         pass
     else:
-        return naive.replace(tzinfo=schedule_timezone())
+        return _in_range(naive.replace(tzinfo=schedule_timezone()))
     try:
         parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
@@ -88,7 +106,7 @@ def parse_time(value: Any) -> dt.datetime:
         ) from exc
     if parsed.tzinfo is None:
         raise ValueError("an ISO 8601 time needs an offset (or use 'YYYY-MM-DD HH:MM:SS')")
-    return parsed
+    return _in_range(parsed)
 
 
 def normalize_action(action: dict[str, Any], errors: list[str]) -> dict[str, Any]:
@@ -102,6 +120,11 @@ def normalize_action(action: dict[str, Any], errors: list[str]) -> dict[str, Any
     path = str(normalized["path"])
     if contains_nul(normalized):
         errors.append(NUL_MESSAGE)
+    errors.extend(
+        problem
+        for name, value in normalized["headers"].items()
+        if (problem := header_problem(str(name), str(value))) is not None
+    )
     limit = float(settings.SCHEDULE_ACTION_MAX_SECONDS)
     for name in ("connect_timeout", "request_timeout"):
         value = normalized.get(name)

@@ -51,7 +51,7 @@ from apps.schedule.services import (
     plan_set_state,
     plans_set_state,
 )
-from apps.schedule.targets import TargetRefused, resolve_target
+from apps.schedule.targets import TargetRefused, header_problem, resolve_target
 from apps.schedule.transport import TRANSPORT_ERRORS, send
 
 logger = logging.getLogger(__name__)
@@ -262,6 +262,10 @@ def _request(plan: Plan, life: Life) -> Outcome:
     body = payload.encode()
     sent_at = timezone.now()
     headers = [(k, v) for k, v in action_headers.items() if k.lower() not in RESERVED_HEADERS]
+    # Booked before header names and values were checked: refused, never raised mid-delivery.
+    problem = next((p for k, v in headers if (p := header_problem(k, v)) is not None), None)
+    if problem is not None:
+        return Outcome(None, f"refused: {problem}", 0.0, "")
     attempt = plan.attempts_count + 1
     if target.relative:
         # The platform's own call: a one-time signature bound to this very request.

@@ -13,11 +13,15 @@ before each request, because the allow-list, the URL configuration or DNS may ha
   no userinfo; before each request its name is resolved once, every address is checked
   (`is_internal`) and the request connects to the checked address (`checked_address`,
   `transport.PinnedBackend`).
+- An action's own header is an HTTP token name with a printable-ASCII value
+  (`header_problem`): anything else cannot be sent (the HTTP client raised on a non-ASCII one
+  mid-delivery, leaving the plan Running with no attempt).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import unicodedata
 from dataclasses import dataclass
@@ -32,6 +36,23 @@ NOT_A_ROUTE = {"api-not-found"}
 
 class TargetRefused(Exception):
     """The action's URL may not be called; the message says why."""
+
+
+# RFC 9110: a field name is a token; a value is visible ASCII, spaces and tabs (no CR, LF,
+# NUL, DEL or non-ASCII, which the HTTP client refuses or could not encode).
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
+
+
+def header_problem(name: str, value: str) -> str | None:
+    """Why an action's header `name: value` cannot be sent, or None when it can."""
+    if not _HEADER_NAME.fullmatch(name):
+        return (
+            f"Header name {name!r} must be an HTTP token (ASCII letters, digits, !#$%&'*+-.^_`|~)."
+        )
+    if not _HEADER_VALUE.fullmatch(value):
+        return f"Header {name} must hold printable ASCII only (no control or non-ASCII characters)."
+    return None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@ errors, the reviewer check in one place."""
 
 from __future__ import annotations
 
+import json
 from http import HTTPStatus
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import AnonymousUser, User
@@ -12,7 +14,9 @@ from rest_framework.test import APIClient
 
 from apps.core.handlers import validation_fields, validation_message
 from apps.core.permissions import REVIEWER_PERMISSION, user_is_reviewer
+from tests.factories.submissions import make_submission
 from tests.factories.users import make_user
+from tests.schedule.conftest import point_body
 
 pytestmark = pytest.mark.django_db
 
@@ -122,3 +126,114 @@ def test_the_review_page_and_api_agree_on_who_reviews(user: User) -> None:
     assert allowed.get("/api/review/queue/").status_code == HTTPStatus.OK
     assert b'href="/review/"' in allowed.get("/jobs/").content
     assert b'href="/review/"' not in plain.get("/jobs/").content
+
+
+def _nested(depth: int) -> str:
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/jobs/", _nested(5000)),  # the decoder's own recursion limit
+        ("/api/jobs/", "[" * 100_000 + "]" * 100_000),
+        ("/api/jobs/", '{"submission_id": "x", "config": ' + _nested(900) + "}"),
+        (
+            "/api/schedules/",
+            '{"schedule_type": "one_time", "birth": {"body": ' + _nested(5000) + "}}",
+        ),
+    ],
+)
+def test_a_deeply_nested_json_body_is_a_400_never_a_500(
+    client_of: APIClient, path: str, body: str
+) -> None:
+    response = client_of.post(path, body, content_type="application/json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert response.json()["code"] == "invalid_request"
+    assert "nested deeper than 64 levels" in response.json()["error"]
+
+
+def test_json_nested_within_the_bound_is_validated_as_usual(client_of: APIClient) -> None:
+    config = _nested(60)
+    response = client_of.post(
+        "/api/jobs/",
+        '{"submission_id": "x", "config": ' + config + "}",
+        content_type="application/json",
+    )
+    assert response.status_code == HTTPStatus.NOT_FOUND, response.content
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"submission_id": "%s", "config": {"note": "\\ud800"}}',
+        '{"submission_id": "%s", "config": {"\\udfff": 1}}',
+        '{"submission_id": "%s", "config": {"list": ["a\\udc00b"]}}',
+    ],
+)
+def test_a_lone_surrogate_in_a_job_config_is_refused_and_never_stored(
+    client_of: APIClient, user: User, body: str
+) -> None:
+    # Stored, it made every later listing of the user's jobs a 500 (UTF-8 cannot encode it).
+    submission = make_submission(owner=user)
+    response = client_of.post("/api/jobs/", body % submission.pk, content_type="application/json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert response.json()["code"] == "invalid_request"
+    assert "surrogate" in response.json()["error"]
+    assert client_of.get("/api/jobs/").json() == []
+
+
+def test_a_lone_surrogate_in_a_webhook_body_books_nothing(client_of: APIClient) -> None:
+    body = point_body()
+    body["birth"]["body"] = {"x": "SURROGATE"}
+    raw = json.dumps(body).replace("SURROGATE", "\\ud800")
+    response = client_of.post("/api/schedules/", raw, content_type="application/json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert client_of.get("/api/schedules/").json() == []
+
+
+def test_a_surrogate_pair_escape_is_a_character_and_accepted(
+    client_of: APIClient, user: User
+) -> None:
+    submission = make_submission(owner=user)
+    body = '{"submission_id": "SUB", "config": {"note": "\\ud83d\\ude00"}}'.replace(
+        "SUB", submission.pk
+    )
+    response = client_of.post("/api/jobs/", body, content_type="application/json")
+    assert response.status_code == HTTPStatus.CREATED, response.content
+    assert client_of.get("/api/jobs/").json()[0]["config"]["note"] == "\U0001f600"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("get", "/api/submissions/?offset=9223372036854775808", None, "offset"),
+        ("get", "/api/submissions/?limit=-9223372036854775809", None, "limit"),
+        ("get", "/api/leaderboard/?limit=1e400", None, "limit"),
+        ("post", "/api/jobs/", {"submission_id": "x", "idempotency_ttl_hours": 2**64}, None),
+        ("post", "/api/quotas/reservations/", {"ttl_seconds": 2**64}, "ttl_seconds"),
+        ("post", "/api/quotas/reservations/", {"ttl_seconds": -(2**64)}, "ttl_seconds"),
+        ("post", "/api/quotas/reservations/", {"ttl_seconds": 1e308}, "ttl_seconds"),
+    ],
+)
+def test_a_value_past_a_database_integer_is_a_400_never_a_503_or_500(
+    client_of: APIClient, method: str, path: str, body: Any, field: str | None
+) -> None:
+    # An integer the database cannot hold would raise OverflowError / DataError (a 500) or an
+    # OperationalError (mapped to 503 service_unavailable): bounds refuse it first.
+    send = client_of.get if method == "get" else client_of.post
+    response = send(path, body, format="json") if body else send(path)
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert response.json()["code"] == "invalid_request"
+    name = field or "idempotency_ttl_hours"
+    assert name in response.json()["fields"]
+
+
+def test_a_huge_integer_inside_a_job_config_is_stored_as_json(
+    client_of: APIClient, user: User
+) -> None:
+    submission = make_submission(owner=user)
+    body = {"submission_id": submission.pk, "config": {"seed": 2**70, "neg": -(2**70)}}
+    response = client_of.post("/api/jobs/", body, format="json")
+    assert response.status_code == HTTPStatus.CREATED, response.content
+    assert client_of.get("/api/jobs/").json()[0]["config"]["seed"] == 2**70

@@ -4,10 +4,12 @@ refusal must come from the code, the same on both)."""
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 
 from apps.core.archives import member_problem
 from apps.core.exceptions import InvalidRequest, NotFound
@@ -113,3 +115,31 @@ def test_a_task_content_with_nul_is_refused(user: User) -> None:
 def test_an_archive_member_with_nul_is_unsafe() -> None:
     assert member_problem("ok/name.py") is None
     assert member_problem("evil\x00.py") == "a member name with NUL"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/api/me/", "/api/leaderboard/", "/accounts/login/"])
+def test_a_session_cookie_unquoted_into_a_nul_is_no_session(path: str) -> None:
+    # `"...\000..."` is plain ASCII on the wire (gunicorn lets it through); Django unquotes it
+    # into a NUL, which PostgreSQL refused in the session lookup: a 500 on every request.
+    client = Client(raise_request_exception=False)
+    response = client.get(path, HTTP_COOKIE='sessionid="abcdefgh\\000ijkl"')
+    assert response.status_code < HTTPStatus.INTERNAL_SERVER_ERROR, response.content
+    if path == "/api/me/":
+        assert response.status_code == HTTPStatus.UNAUTHORIZED
+        assert response.json()["code"] == "not_authenticated"
+
+
+@pytest.mark.django_db
+def test_a_real_session_still_signs_the_user_in(user: User) -> None:
+    client = Client()
+    client.force_login(user)
+    assert client.get("/api/me/").status_code == HTTPStatus.OK
+
+
+@pytest.mark.django_db
+def test_a_bearer_token_with_nul_is_an_authentication_failure() -> None:
+    client = Client(raise_request_exception=False)
+    response = client.get("/api/me/", HTTP_AUTHORIZATION="Bearer abc\x00def")
+    assert response.status_code == HTTPStatus.UNAUTHORIZED, response.content
+    assert response.json()["code"] == "authentication_failed"

@@ -84,3 +84,56 @@ def test_behind_gunicorn_the_app_answers_long_heads_and_gunicorn_answers_json_be
         "code": "uri_too_long",
         "error": _json(payload)["error"],
     }
+
+
+def _raw(port: int, data: bytes) -> tuple[bytes, bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    return head, payload
+
+
+@pytest.mark.django_db(transaction=True)
+def test_behind_gunicorn_a_malformed_head_is_a_json_error_never_html_or_a_500(
+    start_process: Start,
+) -> None:
+    port, _ = start_gunicorn(start_process, "web", workers=1)
+    host = b"Host: 127.0.0.1\r\nConnection: close\r\n"
+    post = b"POST /api/jobs/ HTTP/1.1\r\n" + host + b"Content-Type: application/json\r\n"
+    cases = [
+        (b"G@T /api/ HTTP/1.1\r\n" + host + b"\r\n", 400, "invalid_request"),
+        (b"GET /api/ HTTP/9.9\r\n" + host + b"\r\n", 400, "invalid_request"),
+        (b"GET /api/\r\n\r\n", 400, "invalid_request"),  # HTTP/0.9
+        (b"GET /api/ HTTP/1.1\r\n" + host + b"X-A: a\x00b\r\n\r\n", 400, "invalid_request"),
+        (b"GET /api/ HTTP/1.1\r\n" + host + b"X-A: a\r\n b\r\n\r\n", 400, "invalid_request"),
+        (post + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400, "invalid_request"),
+        (post + b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, None),
+        (post + b"Content-Length: -1\r\n\r\n", 400, "invalid_request"),
+        (post + b"Transfer-Encoding: gzip\r\n\r\n{}", 400, "invalid_request"),
+        (post + b"Expect: 200-ok\r\nContent-Length: 2\r\n\r\n{}", 417, "expectation_failed"),
+        (
+            b"GET /api/ HTTP/1.1\r\n"
+            + host
+            + b"".join(b"X-%d: 1\r\n" % n for n in range(300))
+            + b"\r\n",
+            431,
+            "request_header_fields_too_large",
+        ),
+        # A quoted cookie whose octal escape Django unquotes into a NUL: no session, no 500.
+        (
+            b"GET /api/me/ HTTP/1.1\r\n" + host + b'Cookie: sessionid="abcdefgh\\000ijkl"\r\n\r\n',
+            401,
+            "not_authenticated",
+        ),
+    ]
+    for request, status, code in cases:
+        head, payload = _raw(port, request)
+        assert head.startswith(b"HTTP/1.1 %d" % status), (request[:60], head)
+        assert b"Content-Type: application/json" in head, (request[:60], head)
+        body = _json(payload)
+        assert body["success"] is False
+        if code:
+            assert body["code"] == code, (request[:60], body)

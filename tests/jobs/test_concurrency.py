@@ -23,7 +23,7 @@ from apps.quotas.models import QuotaPolicy, Reservation
 from apps.quotas.selectors import reservation_active_q
 from apps.submissions.models import Submission, SubmissionStatus
 from tests.concurrency import run_concurrently
-from tests.factories.submissions import make_submission
+from tests.factories.submissions import make_graded_submission, make_submission
 from tests.factories.users import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -251,3 +251,31 @@ def test_a_dead_claim_is_taken_over_by_exactly_one_request(settings: Any) -> Non
     assert set(counts) <= {"201", "200", "idempotency_request_in_progress"}
     assert Job.objects.count() == 1
     assert IdempotencyKey.objects.get().job_id == Job.objects.get().pk
+
+
+def test_staff_regrades_racing_the_owners_submissions_never_pass_the_concurrent_limit() -> None:
+    # A regrade is admitted under the same policy lock as a submission: mixed, they still
+    # take at most the owner's free slots.
+    owner = make_user(username="racer")
+    staff = make_user(username="sam", is_staff=True)
+    QuotaPolicy.objects.update_or_create(user=owner, defaults={"max_concurrent_jobs": 3})
+    drafts = [make_submission(owner=owner) for _ in range(10)]
+    graded = [make_graded_submission(owner, score=0.5) for _ in range(10)]
+    owner_clients = [_client(owner) for _ in range(10)]
+    staff_clients = [_client(staff) for _ in range(10)]
+
+    def race(i: int) -> tuple[int, dict[str, Any]]:
+        if i % 2:
+            return _post(owner_clients[i // 2], "/api/jobs/", {"submission_id": drafts[i // 2].pk})
+        url = f"/api/review/submissions/{graded[i // 2].pk}/regrade/"
+        return _post(staff_clients[i // 2], url, {})
+
+    results = run_concurrently(race, 20)
+
+    for outcome in results:
+        assert outcome.ok, outcome.error
+        status, body = outcome.value
+        assert status < HTTPStatus.BAD_REQUEST or body["code"] == "quota_exceeded", body
+    assert sum(1 for o in results if o.value[0] < HTTPStatus.BAD_REQUEST) == 3
+    assert Job.objects.filter(owner=owner, status__in=ACTIVE_JOB_STATUSES).count() == 3
+    assert Submission.objects.filter(owner=owner, status=SubmissionStatus.PENDING).count() == 3

@@ -113,3 +113,18 @@ def test_the_regrade_api_answers_429_quota_exceeded_at_the_owners_limit(
     assert body["error"] == "Quota exceeded: Maximum 1 concurrent jobs allowed"
     graded.refresh_from_db()
     assert graded.status == SubmissionStatus.COMPLETED
+
+
+@pytest.mark.parametrize("role", ["owner", "reviewer"])
+def test_the_owner_or_a_reviewer_cannot_regrade_for_a_free_exempt_job(
+    role: str, user: User, user_client: APIClient, reviewer_client: APIClient, graded: Submission
+) -> None:
+    # A regrade skips the daily and cost limits: only staff may ask for one.
+    client = user_client if role == "owner" else reviewer_client
+    response = client.post(_regrade_url(graded))
+    assert response.status_code == HTTPStatus.FORBIDDEN
+    assert response.json()["code"] == "permission_denied"
+    graded.refresh_from_db()
+    assert graded.status == SubmissionStatus.COMPLETED
+    assert graded.score == 0.3
+    assert not Job.objects.filter(submission=graded).exists()

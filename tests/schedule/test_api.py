@@ -291,3 +291,28 @@ def test_delete_of_another_users_life_is_forbidden(
     uuid = user_client.post(URL, point_body(), format="json").json()["life_uuid"]
     assert other_client.delete(f"{URL}{uuid}/").status_code == HTTPStatus.FORBIDDEN
     assert Life.objects.get(life_uuid=uuid).state == LifeState.INEXISTENT
+
+
+@pytest.mark.parametrize(
+    ("birth", "death"),
+    [
+        ("9999-12-31 23:59:59", None),
+        ("9999-12-31T23:59:59-14:00", None),
+        ("0001-01-01 00:00:00", None),
+        (None, "9999-12-31T23:59:59-14:00"),
+    ],
+)
+def test_a_time_at_the_edge_of_the_calendar_is_a_400_never_a_500(
+    user_client: APIClient, birth: str | None, death: str | None
+) -> None:
+    # The guard band around the Life and time-zone arithmetic overflowed `datetime` (a 500).
+    body = term_body(birth=birth, death=death) if death else point_body(when=birth)
+    response = user_client.post(URL, body, format="json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert response.json()["code"] == "invalid_schedule"
+    assert not Life.objects.exists()
+
+
+def test_a_far_but_representable_time_is_booked(user_client: APIClient) -> None:
+    response = user_client.post(URL, point_body(when="9998-06-01 00:00:00"), format="json")
+    assert response.status_code == HTTPStatus.CREATED, response.content

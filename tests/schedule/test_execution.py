@@ -368,3 +368,51 @@ def test_a_plan_abandoned_mid_attempt_is_delivered_again_by_the_fallback_pass(
     plan.refresh_from_db()
     assert plan.state == PlanState.DONE
     assert [r.headers["webhook-id"] for r in receiver.requests] == [plan.webhook_id]
+
+
+BAD_HEADERS = [
+    {"X-Note": "caf\u00e9"},
+    {"caf\u00e9": "1"},
+    {"X-A": "1\r\nX-B: 2"},
+    {"X A": "1"},
+    {"": "1"},
+    {"X-A": "\x7f"},
+]
+
+
+@pytest.mark.parametrize("headers", BAD_HEADERS)
+def test_an_action_header_that_cannot_be_sent_is_refused_at_booking(
+    user_client: APIClient, receiver: Receiver, headers: dict[str, str]
+) -> None:
+    # A non-ASCII one made the HTTP client raise mid-delivery: the plan stayed Running.
+    body = {
+        "schedule_type": "point",
+        "birth_time": (timezone.now() + dt.timedelta(hours=1)).isoformat(),
+        "birth_action": {"path": f"{receiver.url}/hook", "method": "POST", "headers": headers},
+    }
+    response = user_client.post("/api/schedules/", body, format="json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert response.json()["code"] == "invalid_schedule"
+    assert not Life.objects.exists()
+
+
+@pytest.mark.parametrize("headers", BAD_HEADERS[:2])
+def test_a_stored_action_header_that_cannot_be_sent_fails_the_plan_never_hangs_it(
+    user: User, receiver: Receiver, headers: dict[str, str]
+) -> None:
+    life = book_point(user, url=f"{receiver.url}/hook", retry_count=3)
+    plan = birth_of(life)
+    Plan.objects.filter(pk=plan.pk).update(action={**plan.action, "headers": headers})
+    assert fire(plan) == "failed"
+    assert receiver.requests == []
+    [attempt] = birth_of(life).attempts.all()
+    assert attempt.error.startswith("refused: Header")
+    assert birth_of(life).state == PlanState.FAILED
+
+
+def test_ordinary_action_headers_are_sent(user: User, receiver: Receiver) -> None:
+    headers = {"X-Trace": "a b\tc !~", "Accept": "application/json"}
+    life = book_point(user, url=f"{receiver.url}/hook", headers=headers)
+    assert fire(birth_of(life)) == "done"
+    [request] = receiver.requests
+    assert request.headers["X-Trace"] == "a b\tc !~"

@@ -188,3 +188,20 @@ def test_webhook_authentication_needs_a_running_plan_and_a_fresh_valid_signature
     assert httpx.get(url, headers=_signed(plan, timestamp=old)).status_code == 401
     assert httpx.get(url, headers=_signed(plan, msg_id="msg_other")).status_code == 401
     assert httpx.get(url, headers=_signed(plan, attempt=2)).status_code == 401
+
+
+@pytest.mark.django_db
+def test_a_header_booking_whose_content_type_cannot_be_replayed_is_refused(
+    user_client: APIClient,
+) -> None:
+    # gunicorn hands a header's non-ASCII bytes on as Latin-1 text; replayed, the HTTP client
+    # could not send it (the plan stayed Running): refused at booking instead.
+    response = user_client.post(
+        RESERVATIONS,
+        b"{}",
+        content_type="application/json; note=caf\u00e9",
+        headers={"X-Schedule-Datetime": at(60)},
+    )
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    assert response.json()["code"] == "invalid_schedule"
+    assert not Life.objects.exists()

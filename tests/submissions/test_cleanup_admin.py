@@ -241,3 +241,33 @@ def test_a_large_upload_never_sits_whole_in_memory(
     assert response.status_code == HTTPStatus.CREATED
     assert peak < size + 12 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB"
     assert len(stored_names()) == 2
+
+
+def test_orphan_files_never_removes_an_object_a_row_names_whatever_its_name(
+    user_client: APIClient, settings: Any, stored_names: Walk
+) -> None:
+    """Names that differ only by case or Unicode form are one name (`filename_fold`): the
+    second is refused and its object removed at once; every object a row names, however
+    spelled (decomposed, non-ASCII, spaces), survives `orphan_files` past the grace."""
+    submission_id = create_submission(
+        user_client, files=[("main.py", b"1"), ("\u00c9t\u00e9 x.py", b"2")]
+    ).json()["submission_id"]
+    assert add_file(user_client, submission_id, "e\u0301te\u0301 X.py", b"3").status_code == (
+        HTTPStatus.BAD_REQUEST
+    )
+    assert add_file(user_client, submission_id, "\u01c4z.py", b"4").status_code == (
+        HTTPStatus.CREATED
+    )
+    assert add_file(user_client, submission_id, "\u01c6Z.py", b"5").status_code == (
+        HTTPStatus.BAD_REQUEST
+    )
+    named = set(SubmissionFile.objects.values_list("storage_name", flat=True))
+    assert len(named) == 3
+    assert set(stored_names()) == named
+
+    later = timezone.now() + dt.timedelta(minutes=settings.STORED_ORPHAN_GRACE_MINUTES + 1)
+    out = io.StringIO()
+    with time_machine.travel(later, tick=False):
+        call_command("cleanup", "--only", "orphan_files", stdout=out)
+    assert "orphan_files: removed 0" in out.getvalue()
+    assert set(stored_names()) == named

@@ -18,12 +18,12 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils.datastructures import MultiValueDict
 from rest_framework import serializers
 from rest_framework.exceptions import NotAuthenticated
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny, BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.core.api.parsers import BoundedJSONParser
 from apps.core.exceptions import InvalidRequest
 from apps.core.handlers import validation_fields, validation_message
 from apps.core.permissions import NotReviewer, user_is_reviewer
@@ -71,7 +71,7 @@ class ApiView(APIView):
     """Base of every authenticated API view (deny by default)."""
 
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
     #: The error a body that fails validation raises (a more specific code where the SPEC
     #: names one, e.g. `invalid_schedule`).
     invalid_input_error: ClassVar[type[InvalidRequest]] = InvalidRequest
