@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import User
 
 from apps.grading.models import GradingAttempt, GradingOutcome
@@ -22,7 +21,7 @@ from apps.submissions.models import Submission, SubmissionStatus
 from tests.factories.jobs import make_job
 from tests.factories.submissions import make_stored_submission
 from tests.grading.sandboxes import processes_with_argument
-from tests.processes import database_url
+from tests.processes import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,16 +35,9 @@ json.dump({"score": 0.6}, open("metrics.json", "w"))
 
 
 def cluster_env(**overrides: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "PYTEST_CURRENT_TEST"}}
-    env.update(
-        DJANGO_SETTINGS_MODULE="config.test_settings",
-        DATABASE_URL=database_url(),
-        TEST_MEDIA_ROOT=str(settings.MEDIA_ROOT),
-        Q_WORKERS="1",
-        Q_POLL="0.1",
-        LOG_LEVEL="INFO",
-    )
-    env.update(overrides)
+    """A child's environment on the ORM broker (the test database), never Redis."""
+    env = child_env(**overrides)
+    env.pop("REDIS_URL", None)
     return env
 
 
