@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,7 @@ from apps.submissions.models import Submission, SubmissionStatus
 from tests.factories.jobs import make_job
 from tests.factories.submissions import make_stored_submission
 from tests.grading.sandboxes import processes_with_argument
-from tests.processes import child_env
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.processes import Start, child_env, wait_for
 
 # The sandbox lets nothing out but the logs and metrics.json: a survivor of the killed worker
 # is looked for on the host by the unique argument of the `sleep` it runs.
@@ -42,37 +39,13 @@ def cluster_env(**overrides: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def start_cluster(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    """Start `manage.py qcluster` in its own process group; every one is killed at teardown."""
-    started: list[subprocess.Popen[bytes]] = []
+def start_cluster(start_process: Start) -> Callable[..., subprocess.Popen[bytes]]:
+    """Start `manage.py qcluster` on the ORM broker (the shared `start_process` cleans up)."""
 
     def start(name: str, **env: str) -> subprocess.Popen[bytes]:
-        with (tmp_path / f"{name}.log").open("wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "manage.py", "qcluster"],
-                cwd=ROOT,
-                env=cluster_env(**env),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        started.append(process)
-        return process
+        return start_process(name, ["manage.py", "qcluster"], cluster_env(**env))
 
-    yield start
-    for process in started:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    return start
 
 
 @pytest.mark.slow
