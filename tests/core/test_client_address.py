@@ -18,7 +18,7 @@ PROXY = "10.0.0.2"
 
 
 def _ip(remote: str, forwarded: str | None = None) -> str:
-    extra = {"HTTP_X_FORWARDED_FOR": forwarded} if forwarded is not None else {}
+    extra: dict[str, Any] = {"HTTP_X_FORWARDED_FOR": forwarded} if forwarded is not None else {}
     return client_ip(RequestFactory().get("/", REMOTE_ADDR=remote, **extra))
 
 
@@ -52,9 +52,7 @@ def test_two_proxies_read_the_entry_two_from_the_right(settings: Any) -> None:
         "203.0.113.7 198.51.100.66",  # no comma: one entry, not an address
     ],
 )
-def test_a_malformed_entry_falls_back_to_the_socket_address(
-    settings: Any, forwarded: str
-) -> None:
+def test_a_malformed_entry_falls_back_to_the_socket_address(settings: Any, forwarded: str) -> None:
     settings.TRUSTED_PROXY_COUNT = 1
     assert _ip(PROXY, forwarded) == PROXY
 

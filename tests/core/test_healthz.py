@@ -16,7 +16,7 @@ from tests.processes import Start, http_request, start_gunicorn
 
 pytestmark = pytest.mark.django_db
 
-METRICS_TOKEN = "metrics-token-for-tests"  # noqa: S105 - a test value
+METRICS_TOKEN = "metrics-token-for-tests"
 PUBLIC_KEYS = {"status", "database", "broker", "watcher"}
 
 
@@ -130,8 +130,6 @@ def test_behind_gunicorn_anonymous_sees_no_details_and_the_token_does(
     assert b"python" not in body
     assert b"limits" not in body
 
-    status, _, body = http_request(
-        port, "GET", "/healthz", Authorization=f"Bearer {METRICS_TOKEN}"
-    )
+    status, _, body = http_request(port, "GET", "/healthz", Authorization=f"Bearer {METRICS_TOKEN}")
     assert status == HTTPStatus.OK
     assert json.loads(body)["grader"]["python"] == settings.GRADING_PYTHON

@@ -38,7 +38,7 @@ def one_proxy(settings: Any) -> None:
 
 def _post(url: str, password: str, *, remote: str, forwarded: str | None) -> tuple[Client, Any]:
     client = Client(REMOTE_ADDR=remote)
-    extra = {"HTTP_X_FORWARDED_FOR": forwarded} if forwarded is not None else {}
+    extra: dict[str, Any] = {"HTTP_X_FORWARDED_FOR": forwarded} if forwarded is not None else {}
     response = client.post(url, {"username": "owner", "password": password}, **extra)
     return client, response
 
@@ -61,9 +61,7 @@ def test_a_forged_forwarded_for_cannot_lock_the_owner_out_from_their_address(
     url: str, owner: User, settings: Any
 ) -> None:
     # The attacker claims to be the owner; nginx appends the address it really saw.
-    last = _attack(
-        url, settings.AXES_FAILURE_LIMIT, remote=PROXY, forwarded=f"{OWNER}, {ATTACKER}"
-    )
+    last = _attack(url, settings.AXES_FAILURE_LIMIT, remote=PROXY, forwarded=f"{OWNER}, {ATTACKER}")
     assert last.status_code == HTTPStatus.TOO_MANY_REQUESTS  # the attacker locked themself
 
     client, response = _post(url, PASSWORD, remote=PROXY, forwarded=OWNER)
@@ -107,9 +105,7 @@ def test_by_default_a_forged_forwarded_for_is_ignored(url: str, owner: User, set
     assert settings.TRUSTED_PROXY_COUNT == 0
     # A new forged address per guess: still one client, locked at the limit.
     for attempt in range(settings.AXES_FAILURE_LIMIT):
-        _, response = _post(
-            url, "wrong-guess", remote=ATTACKER, forwarded=f"192.0.2.{attempt + 1}"
-        )
+        _, response = _post(url, "wrong-guess", remote=ATTACKER, forwarded=f"192.0.2.{attempt + 1}")
     assert response.status_code == HTTPStatus.TOO_MANY_REQUESTS
     # Claiming the owner's address locked out the attacker's own, not the owner's.
     client, response = _post(url, PASSWORD, remote=OWNER, forwarded=None)
