@@ -5,9 +5,11 @@ trusted proxies saw), so an attacker locks out only themself, through the real l
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth.models import User
@@ -15,6 +17,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from tests.factories.users import make_user
+from tests.processes import Start, http_request, start_gunicorn
 
 pytestmark = pytest.mark.django_db
 
@@ -23,6 +26,7 @@ LOGIN_URLS = ["/accounts/login/", "/admin/login/"]
 PROXY = "10.0.0.2"  # the nginx in front: every request's socket address
 OWNER = "203.0.113.7"
 ATTACKER = "198.51.100.66"
+FAILURE_LIMIT = 5  # AXES_FAILURE_LIMIT's default, which the process below runs with
 
 
 @pytest.fixture
@@ -131,3 +135,47 @@ def test_api_tokens_are_not_subject_to_the_lock_out(
     me = api.get("/api/me/")
     assert me.status_code == HTTPStatus.OK
     assert me.json()["username"] == "owner"
+
+
+def _form_login(port: int, password: str, forwarded: str) -> int:
+    """The login page as a browser behind the proxy uses it: GET the form (CSRF cookie and
+    token), POST it; returns the POST's status."""
+    status, headers, page = http_request(port, "GET", "/accounts/login/")
+    assert status == HTTPStatus.OK
+    cookie = headers["Set-Cookie"].split(";", 1)[0]
+    match = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert match is not None
+    form = urlencode(
+        {"csrfmiddlewaretoken": match.group(1).decode(), "username": "owner", "password": password}
+    )
+    status, _, _ = http_request(
+        port,
+        "POST",
+        "/accounts/login/",
+        form.encode(),
+        **{
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Cookie": cookie,
+            "X-Forwarded-For": forwarded,
+        },
+    )
+    return status
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_behind_gunicorn_the_setting_from_the_environment_protects_the_owner(
+    start_process: Start,
+) -> None:
+    """The web process as production starts it, with TRUSTED_PROXY_COUNT=1 in its environment;
+    this test plays the proxy on loopback (the socket address is 127.0.0.1 for everyone)."""
+    make_user(username="owner")
+    port, _ = start_gunicorn(
+        start_process, "web", workers=1, DEBUG="false", TRUSTED_PROXY_COUNT="1"
+    )
+    statuses = [
+        _form_login(port, "wrong-guess", f"{OWNER}, {ATTACKER}") for _ in range(FAILURE_LIMIT)
+    ]
+    assert statuses[-1] == HTTPStatus.TOO_MANY_REQUESTS
+    assert _form_login(port, PASSWORD, OWNER) == HTTPStatus.FOUND
+    assert _form_login(port, PASSWORD, f"{OWNER}, {ATTACKER}") == HTTPStatus.TOO_MANY_REQUESTS
