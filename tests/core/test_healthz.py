@@ -72,6 +72,11 @@ def test_an_api_token_of_a_plain_user_shows_no_details(user_client: Any) -> None
     _assert_no_grader_details(user_client.get("/healthz"))
 
 
+def test_a_staff_users_api_token_does_not_open_the_details(staff_client: Any) -> None:
+    """Only the operator's monitoring token (or a staff session) reveals the sandbox."""
+    _assert_no_grader_details(staff_client.get("/healthz"))
+
+
 def test_without_a_metrics_token_set_no_bearer_opens_the_details(settings: Any) -> None:
     settings.METRICS_TOKEN = ""
     _assert_no_grader_details(Client().get("/healthz", HTTP_AUTHORIZATION="Bearer "))
