@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from tests.core.test_database_unavailable import database_down
 from tests.processes import Start, http_request, start_gunicorn
 
 pytestmark = pytest.mark.django_db
@@ -116,6 +117,22 @@ def test_the_answer_is_never_kept_by_a_shared_cache() -> None:
     response = Client().get("/healthz", HTTP_AUTHORIZATION=f"Bearer {METRICS_TOKEN}")
     assert response["Cache-Control"] == "no-store"
     assert {"Authorization", "Cookie"} <= {v.strip() for v in response["Vary"].split(",")}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_staff_session_during_a_database_outage_gets_the_503_report(
+    staff_user: User,
+) -> None:
+    """The session cannot be read while the database is down: the report is still the 503
+    health answer (no details), never a 500."""
+    client = Client()
+    client.force_login(staff_user)
+    with database_down():
+        response = client.get("/healthz")
+    assert response.status_code == HTTPStatus.SERVICE_UNAVAILABLE
+    body = response.json()
+    assert body["database"] == "unavailable"
+    assert "grader" not in body
 
 
 @pytest.mark.slow
