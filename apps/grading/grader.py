@@ -334,8 +334,12 @@ def _result_from_outcome(outcome: Outcome, *, timeout: float) -> GradingResult:
 def scratch_prepare(files: tuple[GradingFile, ...], root: Path) -> None:
     """Copy the submission's files from storage into `root` and unpack its archives there,
     with the upload's archive rules; everything written counts against
-    GRADING_MAX_UNPACKED_SIZE. Raises ArchiveError."""
-    budget = Budget(int(settings.GRADING_MAX_UNPACKED_SIZE))
+    GRADING_MAX_UNPACKED_SIZE, and the archives together create at most MAX_ARCHIVE_MEMBERS
+    files and folders (counted as they are created). Raises ArchiveError."""
+    budget = Budget(
+        int(settings.GRADING_MAX_UNPACKED_SIZE),
+        max_entries=int(settings.MAX_ARCHIVE_MEMBERS) + len(files),
+    )
     archives: list[Path] = []
     for file in files:
         target = member_target(root, file.filename)
