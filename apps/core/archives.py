@@ -200,6 +200,11 @@ class Budget:
         self.max_entries = max_entries
         self.entries = 0
 
+    def entries_cap(self, maximum: int) -> None:
+        """From now on, create at most `maximum` files and folders."""
+        self.max_entries = maximum
+        self.entries = 0
+
     def _entry_add(self) -> None:
         self.entries += 1
         if self.max_entries is not None and self.entries > self.max_entries:

@@ -127,6 +127,15 @@ def raw_tar_gz(blocks: Iterable[bytes]) -> bytes:
     return zlib.compress(b"".join([*blocks, bytes(2 * BLOCK)]), 6, wbits=31)
 
 
+def pax_record(key: str, value: str) -> bytes:
+    """One pax record, `"%d %s=%s\\n"` with the length counting itself."""
+    line = f" {key}={value}\n".encode()
+    length = len(line) + 1
+    while len(str(length)) + len(line) != length:
+        length += 1
+    return str(length).encode() + line
+
+
 def pax_header(records: bytes, kind: bytes = b"x") -> list[bytes]:
     """A pax header (`x`, or `g` for global) holding `records` as given, padded."""
     return [tar_header(b"PaxHeader/x", len(records), kind), records, _padding(len(records))]
