@@ -186,6 +186,14 @@ def seccomp_program() -> bytes:
     return program
 
 
+def syscall_number(name: str) -> int | None:
+    """`name`'s number in this machine's native convention, or None where it has none.
+    Raises `SeccompUnavailable`."""
+    seccomp = _binding()
+    number = int(seccomp.resolve_syscall(seccomp.Arch.NATIVE, name))
+    return number if number >= 0 else None
+
+
 def seccomp_problem() -> str | None:
     """Why this host cannot build the sandbox's filter, or None."""
     try:
