@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO, Protocol
 
-from apps.core.validation import contains_nul
+from apps.core.validation import contains_nul, name_display_problem
 
 MAX_HEADER_FIELD = 64 * 1024
 BLOCK = 512
@@ -73,7 +73,8 @@ def member_problem(name: str) -> str | None:
         return f"a path that leaves the archive ({name})"
     if not parts:
         return f"a member with no name ({name})"
-    return None
+    shown = name_display_problem(name, path=True)
+    return None if shown is None else f"a member name with {shown} ({name!r})"
 
 
 def member_target(root: Path, name: str) -> Path:
