@@ -4,7 +4,6 @@ reading the local file they are given."""
 from __future__ import annotations
 
 import re
-import unicodedata
 from pathlib import Path
 
 from django.conf import settings
@@ -34,8 +33,6 @@ def filename_problem(name: str) -> str | None:
         return "The file name cannot contain '/' or '\\' (send a plain base name, no folders)."
     if ".." in name:
         return "The file name cannot contain '..'."
-    if any(unicodedata.category(char) == "Cc" for char in name):
-        return "The file name cannot contain NUL or control characters."
     if any(0xD800 <= ord(char) <= 0xDFFF for char in name):
         return "The file name is not valid UTF-8."
     display = name_display_problem(name)
