@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from apps.submissions.models import SubmissionStatus
+from apps.submissions.models import Submission, SubmissionStatus
 from tests.client.conftest import ROOT, Cli, token_for, write_files, yoyaku_command
 from tests.factories.submissions import make_submission
 from tests.factories.users import make_user
@@ -193,3 +193,21 @@ def test_error_messages_from_the_server_are_shown_escaped(cli: Cli, hostile_api:
     assert "bad \\x1b]52;c;Y3VybA==\\x07 [blink]input[/blink]" in result.err
     assert "\\x1b[2J" in result.err
     assert "job\\x1b[31m: \\x9b2J \\u202egnp.py" in result.err
+
+
+def test_submit_refuses_a_disguised_local_name_before_sending_and_shows_it_escaped(
+    cli: Cli, tmp_path: Path
+) -> None:
+    folder = write_files(
+        tmp_path / "disguised",
+        {"main.py": "print(1)\n", "config.yaml": "a: 1\n", "invoice\u202egnp.py": "x = 1\n"},
+    )
+
+    result = run(cli, "submit", str(folder))
+
+    assert result.code == 1, result.err
+    assert "refused before sending anything" in result.err
+    assert "invoice\\u202egnp.py" in result.err
+    assert "U+202E" in result.err
+    assert_no_terminal_control(result.err)
+    assert Submission.objects.count() == 0
