@@ -25,6 +25,18 @@ def _refusal(status: HTTPStatus, code: str, message: str) -> JsonResponse:
     return response
 
 
+def metrics_token_sent(request: HttpRequest) -> bool:
+    """True when METRICS_TOKEN is set and the request carries `Authorization: Bearer
+    <METRICS_TOKEN>` (compared in constant time)."""
+    token = str(settings.METRICS_TOKEN)
+    if not token:
+        return False
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode(), token.encode()
+    )
+
+
 def metrics_refusal(request: HttpRequest) -> JsonResponse | None:
     """None when the request may read the metrics, else the refusal.
 
@@ -41,17 +53,13 @@ def metrics_refusal(request: HttpRequest) -> JsonResponse | None:
             "permission_denied",
             "Metrics are disabled: set METRICS_TOKEN (they are open only with DEBUG on).",
         )
-    header = request.headers.get("Authorization", "")
-    if not header:
+    if not request.headers.get("Authorization", ""):
         return _refusal(
             HTTPStatus.UNAUTHORIZED,
             "not_authenticated",
             "Send Authorization: Bearer <METRICS_TOKEN>.",
         )
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        given.strip().encode(), token.encode()
-    ):
+    if not metrics_token_sent(request):
         return _refusal(HTTPStatus.FORBIDDEN, "permission_denied", "Wrong metrics token.")
     return None
 

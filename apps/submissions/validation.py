@@ -81,10 +81,12 @@ def validate_filename(name: str) -> None:
 def validate_archive(*, path: Path, filename: str) -> None:
     """`.zip` / `.tar.gz`: readable (`invalid_archive`); at most `MAX_ARCHIVE_MEMBERS` plain
     files and folders at safe relative paths, no header field over 64 KiB, at most
-    `GRADING_MAX_UNPACKED_SIZE` bytes unpacked (`unsafe_archive`). Other files pass untouched.
+    `GRADING_MAX_UNPACKED_SIZE` bytes unpacked, a zip end record that agrees with its central
+    directory (`unsafe_archive`). Other files pass untouched.
 
-    The rules are `apps.core.archives`', the same ones the grader unpacks with; a tar.gz's
-    headers are checked while streaming, before anything large is read into memory.
+    The rules and the readers are `apps.core.archives`', the same ones the grader unpacks
+    with: a tar.gz is read by `tarfile` itself, its header extensions bounded before they
+    are read; a zip's members are counted from its central directory.
     """
     kind = archive_kind(filename)
     if kind is None:
