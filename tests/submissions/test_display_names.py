@@ -12,6 +12,7 @@ import tarfile
 import uuid
 from collections.abc import Callable
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -20,7 +21,7 @@ from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from apps.core.archives import member_problem
+from apps.core.archives import UNSAFE, ArchiveError, Budget, member_problem, unpack_archive
 from apps.core.validation import name_display_problem
 from apps.submissions.models import Submission, SubmissionFile
 from tests.submissions.conftest import (
@@ -229,6 +230,24 @@ def test_the_member_rule_is_the_file_name_rule_part_by_part() -> None:
     # A file name may hold neither separator, nor `..` in any spelling.
     assert name_display_problem("x..y.py") is not None
     assert name_display_problem("x\u2025y.py") is not None
+
+
+@pytest.mark.parametrize("name", MEMBER_ATTACKS)
+def test_the_grader_unpacks_nothing_of_an_archive_with_a_disguised_member(
+    name: str, tmp_path: Path
+) -> None:
+    """An archive stored before this rule existed is refused again when the grader unpacks it."""
+    archive = tmp_path / "data.tar.gz"
+    archive.write_bytes(_tar_gz_with(name))
+    root = tmp_path / "scratch"
+    root.mkdir()
+
+    with pytest.raises(ArchiveError) as caught:
+        unpack_archive(archive, root, budget=Budget(10**6, max_entries=50), max_members=50)
+
+    assert caught.value.kind == UNSAFE
+    assert caught.value.member == name
+    assert list(root.iterdir()) == []
 
 
 # --- over a real socket ------------------------------------------------------------------------
