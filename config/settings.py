@@ -446,7 +446,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {"context": {"()": "apps.core.logcontext.ContextFilter"}},
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s"},
+        # One line per record: control characters from requests are written escaped.
+        "plain": {
+            "class": "apps.core.logcontext.PlainFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s",
+        },
         "json": {"()": "apps.core.logcontext.JsonFormatter"},
     },
     "handlers": {

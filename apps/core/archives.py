@@ -29,7 +29,7 @@ from typing import IO
 from apps.core.archive_readers.errors import INVALID, UNSAFE, ArchiveError
 from apps.core.archive_readers.tar import MAX_HEADER_FIELD, tar_members
 from apps.core.archive_readers.zip import zip_directory_count
-from apps.core.validation import contains_nul
+from apps.core.validation import contains_nul, name_display_problem
 
 __all__ = [
     "INVALID",
@@ -70,7 +70,8 @@ def member_problem(name: str) -> str | None:
         return f"a path that leaves the archive ({name})"
     if not parts:
         return f"a member with no name ({name})"
-    return None
+    shown = name_display_problem(name, path=True)
+    return None if shown is None else f"a member name with {shown} ({name!r})"
 
 
 def member_target(root: Path, name: str) -> Path:

@@ -35,6 +35,7 @@ from yoyaku_client.output import (
     Output,
     ProgressReporter,
     QuietReporter,
+    TerminalStream,
     fmt,
     size,
     terminal_console,
@@ -119,10 +120,9 @@ def _client(output: Output, *, need_token: bool = True) -> Client:
         raise CliExit(EXIT_ERROR)
 
     def on_retry(event: RetryEvent) -> None:
-        output.err.print(
+        output.note(
             f"retrying {event.method} /api{event.path} (attempt {event.attempt}/"
             f"{event.max_attempts}) in {event.delay:.1f} s: {event.reason}",
-            markup=False,
             style="dim",
         )
 
@@ -516,26 +516,40 @@ def job(job_id: str, wait: bool, timeout: float | None, as_json: bool) -> None:
 @click.option(
     "--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True, help="Seconds."
 )
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Print the output as received, terminal control sequences included.",
+)
 @json_option
-def logs(job_id: str, follow: bool, interval: float, as_json: bool) -> None:
+def logs(job_id: str, follow: bool, interval: float, raw: bool, as_json: bool) -> None:
     """Print a job's captured output.
 
-    With --follow, polls until the job is finished, printing what is new; the exit code is
-    then the job's (0 completed, 3 failed or cancelled). With --json and --follow, one JSON
-    object per line: {"job_id", "status", "logs": <new text>}.
+    The program's terminal control sequences (colours, cursor moves, window titles, clipboard
+    writes) are shown escaped, ESC as \\x1b, and a carriage return as a line break; --raw
+    prints the output exactly as received. With --follow, polls until the job is finished,
+    printing what is new; the exit code is then the job's (0 completed, 3 failed or
+    cancelled). With --json and --follow, one JSON object per line: {"job_id", "status",
+    "logs": <new text>}.
 
     \b
     Example:
       yoyaku logs 3f2a9c0e5b7d4e1f8a6b2c9d0e1f2a3b --follow
     """
     output = _output(as_json)
+    stream = TerminalStream()
+
+    def show(text: str) -> None:
+        output.write(text if raw else stream.feed(text))
+
     with _client(output) as client:
         current = client.job_logs(job_id)
         if not follow:
             if as_json:
                 output.json(current)
             else:
-                sys.stdout.write(current.logs)
+                show(current.logs)
+                output.write(stream.close())
                 if current.error:
                     output.message(f"error: {current.error}")
             return
@@ -547,18 +561,19 @@ def logs(job_id: str, follow: bool, interval: float, as_json: bool) -> None:
                 new = text[len(printed) :]
             else:  # the server capped or rewrote the output: show it again whole
                 new = text
+                output.write(stream.close())
                 output.message("[output restarted]")
             if new or current.status != status:
                 if as_json:
                     output.json_line({"job_id": job_id, "status": current.status, "logs": new})
                 elif new:
-                    sys.stdout.write(new)
-                    sys.stdout.flush()
+                    show(new)
             printed, status = text, current.status
             if current.status in ("completed", "failed", "cancelled"):
                 break
             time.sleep(interval)
             current = client.job_logs(job_id)
+    output.write(stream.close())
     if current.error:
         output.message(f"error: {current.error}")
     output.message(f"job {job_id}: {current.status}")
