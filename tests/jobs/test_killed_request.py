@@ -15,7 +15,6 @@ import pytest
 import time_machine
 from django.db import connection
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from apps.jobs.models import IdempotencyKey, Job
@@ -33,6 +32,7 @@ import django
 django.setup()
 from django.contrib.auth.models import User
 from apps.jobs.services import idempotency_claim
+from tests.factories.tokens import make_token
 user = User.objects.get(pk=int(sys.argv[1]))
 claim = idempotency_claim(user=user, key=sys.argv[2], fingerprint=sys.argv[3], ttl_hours=24)
 print("claimed", claim.key_id, flush=True)
@@ -80,9 +80,8 @@ def test_claim_of_a_killed_process_is_taken_over_after_the_lock_timeout(settings
             claimer.stdout.close()
     assert claimer.returncode == -signal.SIGKILL
 
-    token, _ = Token.objects.get_or_create(user=user)
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token(user)}")
     body = {"submission_id": submission.pk, "idempotency_key": "ci-build-1"}
 
     busy = client.post("/api/jobs/", body, format="json")
