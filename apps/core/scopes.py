@@ -17,7 +17,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import models
 from django.urls import Resolver404, resolve
 
-from apps.core.exceptions import InsufficientScope
+from apps.core.exceptions import InsufficientScope, PermissionDenied
 from apps.core.permissions import user_is_reviewer
 
 if TYPE_CHECKING:
@@ -84,9 +84,16 @@ def call_scope(*, method: str, path: str, body: Any = None) -> str:
 
 
 def scopes_require(token: ApiToken, *scopes: str) -> None:
-    """InsufficientScope (403 `insufficient_scope`) unless `token` holds every one of `scopes`."""
+    """InsufficientScope (403 `insufficient_scope`) unless `token` holds every one of `scopes`.
+
+    A scope the token's user could not hold at all is PermissionDenied instead (403
+    `permission_denied`, as with a session): the account, not the token, lacks the right."""
     for scope in scopes:
         if not token.has_scope(scope):
+            if scope not in scopes_allowed(token.user):
+                raise PermissionDenied(
+                    f"Your account may not do this (it needs the {scope!r} right)."
+                )
             raise InsufficientScope(
                 f"This request needs a token with the {scope!r} scope "
                 f"(this token has: {', '.join(token.scope_list) or 'none'})."
