@@ -28,8 +28,8 @@ from hypothesis import settings as hypothesis_settings
 from schemathesis.config import SchemathesisConfig
 
 from config.wsgi import application
-from tests.factories.users import make_user
 from tests.factories.tokens import make_token
+from tests.factories.users import make_user
 
 ROOT = Path(__file__).resolve().parents[1]
 # Per phase and operation: enough to cross every documented status on every operation, small

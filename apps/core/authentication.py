@@ -64,7 +64,9 @@ class PasswordAuthentication(BaseAuthentication):
         if len(auth) != 2:
             raise exceptions.AuthenticationFailed(_("Invalid basic header."))
         try:
-            username, sep, password = base64.b64decode(auth[1], validate=True).decode().partition(":")
+            username, sep, password = (
+                base64.b64decode(auth[1], validate=True).decode().partition(":")
+            )
         except (binascii.Error, UnicodeError) as exc:
             raise exceptions.AuthenticationFailed(_("Invalid basic header.")) from exc
         if not sep or "\x00" in username or "\x00" in password:

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, AbstractUser
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -28,7 +27,7 @@ from apps.core.tokens import digests_match, token_generate, token_parts
 User = get_user_model()
 
 
-DEMO_TOKEN_NAME = "demo"
+DEMO_TOKEN_NAME = "demo"  # noqa: S105 - a token's name, not a secret
 #: `last_used_at` is written at most once per this interval per token (no write per request).
 LAST_USED_GRANULARITY = dt.timedelta(seconds=60)
 

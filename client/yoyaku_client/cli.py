@@ -30,7 +30,6 @@ from yoyaku_client.errors import (
     YoyakuError,
 )
 from yoyaku_client.models import Job, Life, Reservation, to_jsonable
-from yoyaku_client.tokens import TOKEN_SCOPES, token_name_default
 from yoyaku_client.output import (
     LineReporter,
     Output,
@@ -41,6 +40,7 @@ from yoyaku_client.output import (
     terminal_console,
 )
 from yoyaku_client.submit import LocalRefusal, Reporter, SubmitOptions, Submitter
+from yoyaku_client.tokens import TOKEN_SCOPES, token_name_default
 from yoyaku_client.transport import RetryEvent, RetryPolicy
 
 EXIT_OK = 0

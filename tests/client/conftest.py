@@ -21,8 +21,8 @@ from django.db import connection
 
 from tests import faults
 from tests.client.proxy import FaultProxy
-from tests.factories.users import make_user
 from tests.factories.tokens import make_token
+from tests.factories.users import make_user
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -18,8 +18,8 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from tests.core.test_errors import assert_error
-from tests.factories.users import make_user
 from tests.factories.tokens import make_token
+from tests.factories.users import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

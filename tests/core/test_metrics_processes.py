@@ -20,9 +20,9 @@ from apps.core.queue import task_broker
 from apps.jobs.models import Job, JobStatus
 from apps.submissions.models import SubmissionStatus
 from tests.factories.submissions import make_stored_submission
+from tests.factories.tokens import make_token
 from tests.metrics import TOKEN, Scrape, parse
 from tests.processes import Start, child_env, http_request, start_gunicorn, stop, wait_for
-from tests.factories.tokens import make_token
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -59,7 +59,7 @@ def test_a_staff_users_submit_read_token_cannot_boost_the_quota(staff_user: User
     narrow = bearer(make_token(staff_user, scopes=["submit", "read"]))
     assert_insufficient(narrow.post(TASKS, BOOST, format="json"))
     # Hidden in a Life (as JSON or as text) or in a header booking: the same answer.
-    term = {
+    term: dict[str, Any] = {
         "schedule_type": "term",
         "term": {"birth_time": at(60), "death_time": at(120)},
         "birth": {"path": TASKS, "method": "POST", "body": BOOST},
@@ -137,8 +137,8 @@ def test_a_session_is_not_limited_by_scopes(staff_user: User) -> None:
 
 def _api_views(
     patterns: list[URLPattern | URLResolver], prefix: str = ""
-) -> list[tuple[str, type[Any]]]:
-    found: list[tuple[str, type[Any]]] = []
+) -> list[tuple[str, Any]]:
+    found: list[tuple[str, Any]] = []
     for pattern in patterns:
         route = prefix + str(pattern.pattern)
         if isinstance(pattern, URLResolver):
@@ -159,7 +159,8 @@ def test_every_api_view_declares_or_derives_a_scope_for_every_method() -> None:
     views = _api_views(get_resolver().url_patterns)
     assert len(views) > 20
     for route, view in views:
-        assert view is not None and issubclass(view, APIView), route
+        assert view is not None, route
+        assert issubclass(view, APIView), route
         if view.__name__ in UNAUTHENTICATED:
             assert not view().get_authenticators(), route
             continue

@@ -23,8 +23,8 @@ from apps.quotas.selectors import reservation_active_q
 from apps.submissions.models import Submission, SubmissionStatus
 from tests.concurrency import run_concurrently
 from tests.factories.submissions import make_graded_submission, make_submission
-from tests.factories.users import make_user
 from tests.factories.tokens import make_token
+from tests.factories.users import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 from apps.jobs.models import IdempotencyKey, Job
 from apps.jobs.services import idempotency_fingerprint
 from tests.factories.submissions import make_submission
+from tests.factories.tokens import make_token
 from tests.factories.users import make_user
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -32,7 +33,6 @@ import django
 django.setup()
 from django.contrib.auth.models import User
 from apps.jobs.services import idempotency_claim
-from tests.factories.tokens import make_token
 user = User.objects.get(pk=int(sys.argv[1]))
 claim = idempotency_claim(user=user, key=sys.argv[2], fingerprint=sys.argv[3], ttl_hours=24)
 print("claimed", claim.key_id, flush=True)

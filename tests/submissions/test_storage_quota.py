@@ -19,8 +19,8 @@ from apps.quotas.models import QuotaPolicy
 from apps.submissions.models import Submission, SubmissionFile
 from apps.submissions.services import submission_draft_delete
 from tests.concurrency import run_concurrently
-from tests.submissions.conftest import add_file, create_submission
 from tests.factories.tokens import make_token
+from tests.submissions.conftest import add_file, create_submission
 
 pytestmark = pytest.mark.django_db
 

@@ -31,8 +31,8 @@ from rest_framework.views import APIView
 
 from apps.core.api.parsers import BoundedJSONParser
 from apps.core.exceptions import InvalidRequest
-from apps.core.models import ApiToken
 from apps.core.handlers import validation_fields, validation_message
+from apps.core.models import ApiToken
 from apps.core.permissions import NotReviewer, user_is_reviewer
 from apps.core.scopes import call_scope, method_scope, scopes_require
 

@@ -81,9 +81,7 @@ class LifeListCreateApi(ApiView):
     def post(self, request: Request) -> Response:
         data = self.body(LifeCreateInputSerializer)
         spec = life_spec_build(data)
-        _actions_scope_require(
-            self, {"birth": spec.birth_action, "death": spec.death_action}
-        )
+        _actions_scope_require(self, {"birth": spec.birth_action, "death": spec.death_action})
         result = life_book(user=self.user, spec=spec, life_uuid=data.get("life_uuid"))
         life = selectors.life_detail(life_uuid=result.life.life_uuid, user=self.user)
         status = HTTPStatus.CREATED if result.created else HTTPStatus.OK
