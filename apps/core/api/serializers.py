@@ -76,6 +76,7 @@ class TokenCreateInputSerializer(serializers.Serializer[Any]):
     scopes = ScopesField(
         required=False,
         allow_empty=False,
+        min_length=1,
         max_length=len(SCOPE_ORDER) * 2,
         help_text="Default `submit read`. Only scopes your account may hold; a token creating a "
         "token may give only scopes it holds.",
