@@ -135,9 +135,7 @@ def test_a_session_is_not_limited_by_scopes(staff_user: User) -> None:
     assert response.status_code in (HTTPStatus.OK, HTTPStatus.ACCEPTED)
 
 
-def _api_views(
-    patterns: list[URLPattern | URLResolver], prefix: str = ""
-) -> list[tuple[str, Any]]:
+def _api_views(patterns: list[URLPattern | URLResolver], prefix: str = "") -> list[tuple[str, Any]]:
     found: list[tuple[str, Any]] = []
     for pattern in patterns:
         route = prefix + str(pattern.pattern)
