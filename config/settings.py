@@ -91,7 +91,6 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     # Before django_q: its `qcluster` command replaces django-q2's (apps/core/cluster.py).

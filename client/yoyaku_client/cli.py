@@ -41,6 +41,7 @@ from yoyaku_client.output import (
     terminal_console,
 )
 from yoyaku_client.submit import LocalRefusal, Reporter, SubmitOptions, Submitter
+from yoyaku_client.tokens import TOKEN_SCOPES, token_name_default
 from yoyaku_client.transport import RetryEvent, RetryPolicy
 
 EXIT_OK = 0
@@ -174,14 +175,40 @@ def cli() -> None:
 
 @cli.command()
 @click.option("--url", help="The server's root, e.g. http://127.0.0.1:8000 (without /api).")
-@click.option("--token", help="Your API token (asked for when not given).")
+@click.option("--token", help="Your API token (asked for when neither it nor --username is given).")
+@click.option(
+    "--username",
+    help="Log in with your password instead (asked for, or YOYAKU_PASSWORD): the server makes "
+    "a new token for this client, and only the token is saved.",
+)
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    type=click.Choice(TOKEN_SCOPES),
+    help="With --username: a scope of the new token (repeat; default: submit and read).",
+)
+@click.option(
+    "--expires-in",
+    type=click.IntRange(min=1),
+    help="With --username: the new token expires after this many days (default: never).",
+)
 @json_option
-def login(url: str | None, token: str | None, as_json: bool) -> None:
-    """Check a token against the server and save both (file mode 0600).
+def login(
+    url: str | None,
+    token: str | None,
+    username: str | None,
+    scopes: tuple[str, ...],
+    expires_in: int | None,
+    as_json: bool,
+) -> None:
+    """Check a token against the server and save both (file mode 0600), or log in with a
+    password to get a new scoped token.
 
     \b
-    Example:
-      yoyaku login --url http://127.0.0.1:8000 --token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b
+    Examples:
+      yoyaku login --url http://127.0.0.1:8000 --token yk_0123456789ab_...
+      yoyaku login --url http://127.0.0.1:8000 --username alice --scope read --scope submit
     """
     output = _output(as_json)
     url = (url or load_settings().url).rstrip("/")
@@ -189,15 +216,42 @@ def login(url: str | None, token: str | None, as_json: bool) -> None:
         raise click.BadParameter("must start with http:// or https://", param_hint="--url")
     if url.endswith("/api"):
         url = url[: -len("/api")]
+    if token and username:
+        raise click.UsageError("give --token or --username, not both")
+    if (scopes or expires_in) and not username:
+        raise click.UsageError("--scope and --expires-in make a new token: use --username")
+    created = None
+    if username:
+        password = os.environ.get("YOYAKU_PASSWORD") or click.prompt(
+            "Password", hide_input=True, err=True
+        )
+        expires_at = None
+        if expires_in:
+            expires_at = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=expires_in)
+        with Client(url, retry=_retry_policy()) as client:
+            created = client.create_token(
+                token_name_default(),
+                scopes=list(scopes) or None,
+                expires_at=expires_at,
+                username=username,
+                password=password,
+            )
+        token = created.token
     if not token:
         token = click.prompt("Token", hide_input=True, err=True)
     with Client(url, token, retry=_retry_policy()) as client:
         me = client.me()
     path = save_settings(url, token or "")
     if as_json:
-        output.json({"url": url, "user": me, "config_file": str(path)})
+        document: dict[str, Any] = {"url": url, "user": me, "config_file": str(path)}
+        if created is not None:
+            document["token"] = {k: v for k, v in to_jsonable(created).items() if k != "token"}
+        output.json(document)
     else:
-        output.print(f"Logged in to {url} as {me.username}; settings saved in {path}")
+        made = ""
+        if created is not None:
+            made = f" with a new token {created.name!r} ({' '.join(created.scopes)})"
+        output.print(f"Logged in to {url} as {me.username}{made}; settings saved in {path}")
 
 
 @cli.command()
@@ -1136,6 +1190,11 @@ def _fail(output: Output, code: int, message: str, document: dict[str, Any]) -> 
     if output.json_mode:
         output.json(document)
     sys.exit(code)
+
+
+from yoyaku_client.cli_tokens import token  # noqa: E402 - the group above must exist first
+
+cli.add_command(token)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -29,6 +29,7 @@ class MeApi(ApiView):
 # The collections of the API, each with what it holds (SPEC §10: `GET /api/` is an index).
 API_COLLECTIONS = {
     "me": ("me/", "the authenticated user"),
+    "tokens": ("tokens/", "your API tokens: create (scoped, optional expiry), list, revoke"),
     "submissions": ("submissions/", "multi-file submissions, one file per request"),
     "jobs": ("jobs/", "grading jobs: create with an idempotency key, list, logs, cancel"),
     "quotas": ("quotas/me/", "your limits and usage"),
