@@ -18,12 +18,12 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from apps.core.archives import UNSAFE, ArchiveError, Budget, member_problem, unpack_archive
 from apps.core.validation import name_display_problem
 from apps.submissions.models import Submission, SubmissionFile
+from tests.factories.tokens import make_token
 from tests.submissions.conftest import (
     add_file,
     create_submission,
@@ -280,7 +280,7 @@ def _raw_upload(base_url: str, token: str, filename: bytes) -> tuple[int, dict[s
 def test_disguised_names_sent_over_a_socket_are_refused_and_real_ones_accepted(
     user: User, live_server: Any
 ) -> None:
-    token = Token.objects.get_or_create(user=user)[0].key
+    token = make_token(user)
     for raw, named in [
         ("invoice\u202egnp.py".encode(), "U+202E"),
         ("ma\u200bin.py".encode(), "U+200B"),
