@@ -5,6 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 PORT ?= 8000
+# Relative webhook paths of schedule plans call the platform itself: the server `make run`
+# starts, on whatever PORT it serves (set it in the environment to call another one).
+SCHEDULE_WEBHOOK_BASE_URL ?= http://127.0.0.1:$(PORT)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help install run migrate test test-postgres lint format bench chaos clean reset schema-check
@@ -43,7 +46,8 @@ run: migrate
 	@echo "  Client:  $(BIN)/yoyaku login --url http://127.0.0.1:$(PORT) --token <demo token above>"
 	@echo "           $(BIN)/yoyaku submit examples/hello --wait"
 	@echo
-	DEBUG=$${DEBUG:-true} PORT=$(PORT) $(BIN)/honcho -f Procfile.dev start
+	DEBUG=$${DEBUG:-true} PORT=$(PORT) SCHEDULE_WEBHOOK_BASE_URL='$(SCHEDULE_WEBHOOK_BASE_URL)' \
+		$(BIN)/honcho -f Procfile.dev start
 
 test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
