@@ -1,6 +1,7 @@
 """A real Prometheus scraping a live server (gunicorn, as production runs it) with the alert
 rules of deploy/prometheus/alerts.yml loaded: on a healthy server the 5xx share is 0 (not "no
-data") while it answers requests, the enqueue-failure counter is 0 for every task, and every rule evaluates."""
+data") while it answers requests, the enqueue-failure counter is 0 for every task, and
+every rule evaluates."""
 
 from __future__ import annotations
 
