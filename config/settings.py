@@ -460,7 +460,20 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        # Django's own handlers (a plain console copy with DEBUG on; mail to ADMINS, which is
+        # empty) are dropped: its lines reach the one handler of the root logger.
+        "django": {"handlers": [], "propagate": True},
+        "django.db.backends": {"level": "INFO"},
+        # runserver's own lines go through the one handler (JSON with LOG_FORMAT=json). A
+        # request's access line is yoyaku.request's, so runserver's is kept only for warnings
+        # and errors, unless LOG_REQUESTS is off.
+        "django.server": {
+            "handlers": ["console"],
+            "level": "WARNING" if LOG_REQUESTS else "INFO",
+            "propagate": False,
+        },
+    },
 }
 
 # --- Metrics (SPEC §10) -----------------------------------------------------------------------

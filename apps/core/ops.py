@@ -7,7 +7,8 @@ from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
-from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -76,9 +77,14 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(metrics_exposition(), content_type=CONTENT_TYPE_PLAIN_0_0_4)
 
 
-@staff_member_required
 @require_GET
 def ops_page(request: HttpRequest) -> HttpResponse:
-    """The headline numbers for someone without Prometheus (staff only)."""
+    """The headline numbers for someone without Prometheus (staff only). A visitor is sent to
+    the site's login; a signed-in user who is not staff gets the 403 page, which says why (not
+    the admin's login form, which would ask them for an account they cannot have)."""
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    if not request.user.is_staff:
+        raise PermissionDenied("The operations page is for staff only.")
     context: dict[str, Any] = {"summary": ops_summary(), "title": "Operations"}
     return render(request, "ops.html", context)

@@ -1,6 +1,6 @@
 """The `yoyaku` command.
 
-Exit codes (SPEC §10): 0 success, 1 error, 2 usage, 3 job failed or cancelled, 4 quota or cost
+Exit codes: 0 success, 1 error, 2 usage, 3 job failed or cancelled, 4 quota or cost
 limit, 5 `--wait` timed out. Every command takes `--json` (after the command's name): one
 JSON document on stdout, messages and progress on stderr.
 """
@@ -320,7 +320,11 @@ def _reporter(output: Output, progress: bool | None) -> Reporter:
     help="The job's resource class (its cost); the server's default when not given.",
 )
 @click.option("--job-config", help="The job's whole configuration, a JSON object.")
-@click.option("--reserve", is_flag=True, help="Hold a quota slot while uploading (seed 000).")
+@click.option(
+    "--reserve",
+    is_flag=True,
+    help="Hold a quota slot while uploading, so a long upload cannot end in a quota refusal.",
+)
 @click.option(
     "--reserve-ttl",
     default=300,

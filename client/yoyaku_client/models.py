@@ -501,7 +501,7 @@ class Plan:
 
 @dataclass(frozen=True)
 class Life:
-    """A schedule booking (SPEC §6): a point Life has a birth plan, a term Life a birth and a
+    """A schedule booking: a point Life has a birth plan, a term Life a birth and a
     death plan."""
 
     life_uuid: str

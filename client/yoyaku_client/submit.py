@@ -1,6 +1,6 @@
 """`yoyaku submit` without the terminal: collect, check, hash, resume, upload, enqueue.
 
-The order of a submission (seed 000's reservation flow and seed 004's sequential upload):
+The order of a submission (an optional quota reservation, then one file per request):
 
 1. collect the files (a folder is walked) and refuse, before any request, what the server
    would refuse (name, extension, size, duplicates, count, entrypoint and config present);
