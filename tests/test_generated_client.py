@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 
 from apps.jobs.models import Job, JobStatus
+from tests.factories.tokens import make_token
 from tests.factories.users import make_user
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +87,7 @@ def test_a_client_generated_from_the_schema_submits_a_job(
     live_server: Any, researcher: User, tmp_path: Path
 ) -> None:
     package = _generate(f"{live_server.url}/api/schema/", tmp_path)
-    token = Token.objects.create(user=researcher).key
+    token = make_token(researcher)
     script = tmp_path / "use_client.py"
     script.write_text(USE_THE_CLIENT)
     done = subprocess.run(

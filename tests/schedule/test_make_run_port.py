@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rest_framework.authtoken.models import Token
 
+from tests.factories.tokens import make_token
 from tests.factories.users import make_user
 from tests.processes import Start, child_env, free_port, http_request, wait_for
 
@@ -61,7 +61,7 @@ def test_make_run_on_another_port_sends_a_term_lifes_self_calls_to_that_port(
     start_process: Start, tmp_path: Path
 ) -> None:
     admin = make_user(username="ops", is_staff=True, is_superuser=True)
-    token = Token.objects.create(user=admin).key
+    token = make_token(admin)
     port = free_port()
     env = child_env(
         PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
