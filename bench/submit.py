@@ -208,7 +208,7 @@ def prepare_users(count: int, prefix: str, per_user_submissions: int, **policy: 
 
     from apps.core.models_utils import new_hex_id
     from apps.quotas.models import QuotaPolicy
-    from apps.submissions.models import Submission, SubmissionFile
+    from apps.submissions.models import Submission, SubmissionFile, filename_fold
 
     users = []
     for i in range(count):
@@ -220,8 +220,14 @@ def prepare_users(count: int, prefix: str, per_user_submissions: int, **policy: 
         )
         SubmissionFile.objects.bulk_create(
             [
+                # bulk_create skips save(), which fills name_folded.
                 SubmissionFile(
-                    submission=s, filename=name, size=1, sha256="0" * 64, storage_name=name
+                    submission=s,
+                    filename=name,
+                    name_folded=filename_fold(name),
+                    size=1,
+                    sha256="0" * 64,
+                    storage_name=name,
                 )
                 for s in submissions
                 for name in ("main.py", "config.yaml")
