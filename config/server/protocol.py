@@ -31,6 +31,7 @@ class Protocol(ASGIProtocol):  # type: ignore[misc]  # gunicorn ships no type hi
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
+        self.worker.connections.add(self)
         self._arm_head_timer()
 
     def _arm_keepalive_timer(self) -> None:
@@ -44,7 +45,14 @@ class Protocol(ASGIProtocol):  # type: ignore[misc]  # gunicorn ships no type hi
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
+        self.worker.connections.discard(self)
         super().connection_lost(exc)
+
+    def drop_if_waiting(self) -> None:
+        """A stopping worker closes the connections waiting for a head (an idle kept-alive one,
+        or a client still sending its head); the requests being served finish."""
+        if self._awaiting_request:
+            self._drop()
 
     def _arm_head_timer(self) -> None:
         self._cancel_head_timer()
@@ -58,9 +66,13 @@ class Protocol(ASGIProtocol):  # type: ignore[misc]  # gunicorn ships no type hi
 
     def _head_expired(self) -> None:
         self._head_timer = None
-        if self._current_request is not None and not self._awaiting_request:
+        if not self._awaiting_request:
             return  # the head arrived; a request is being served
         self.log.info("Request head not complete in %ss; connection dropped", self.head_timeout)
+        self._drop()
+
+    def _drop(self) -> None:
+        self._cancel_head_timer()
         self._close_transport()
         if self._request_ready is not None:
             # Wakes the connection's task, which sees the connection closed and ends.

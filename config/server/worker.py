@@ -23,6 +23,17 @@ gasgi.ASGIProtocol = Protocol
 class Worker(gasgi.ASGIWorker):  # type: ignore[misc]  # gunicorn ships no type hints
     bridge: WsgiBridge | None = None
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connections: set[Protocol] = set()
+
+    def handle_exit_signal(self) -> None:
+        """SIGTERM: stop accepting, finish the requests being served, and close at once the
+        connections still waiting for a head, rather than waiting out their deadline."""
+        super().handle_exit_signal()
+        for connection in list(self.connections):
+            connection.drop_if_waiting()
+
     @classmethod
     def check_config(cls, cfg: Any, log: Any) -> None:
         """The asyncio worker warns about `threads`; here they size the WSGI thread pool."""
