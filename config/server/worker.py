@@ -22,6 +22,7 @@ gasgi.ASGIProtocol = Protocol
 
 class Worker(gasgi.ASGIWorker):  # type: ignore[misc]  # gunicorn ships no type hints
     bridge: WsgiBridge | None = None
+    asgi: Any  # the application gunicorn loaded (here WSGI), then the bridge serving it
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
