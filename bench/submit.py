@@ -93,7 +93,14 @@ METRICS_TOKEN = "bench-metrics-token"  # noqa: S105 - a loopback benchmark's own
 
 
 class Server:
-    def __init__(self, *, metrics: bool = True, metrics_dir: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        metrics: bool = True,
+        metrics_dir: str = "",
+        worker_class: str | None = None,
+        workers: int = WORKERS,
+    ) -> None:
         self.port = _free_port()
         env = {
             **os.environ,
@@ -116,8 +123,9 @@ class Server:
                 "config/gunicorn.py",
                 "--bind",
                 f"127.0.0.1:{self.port}",
+                *(["--worker-class", worker_class] if worker_class else []),
                 "--workers",
-                str(WORKERS),
+                str(workers),
                 "--backlog",
                 "512",
                 "--log-level",
@@ -349,8 +357,8 @@ def _run() -> int:
         port_base, port, port_off = server_base.port, server.port, server_off.port
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(
-            f"gunicorn {WORKERS} sync workers, PostgreSQL, {CLIENTS} clients x {REQUESTS} "
-            f"requests; {os.cpu_count()} CPUs, load average before the run {load}",
+            f"gunicorn {WORKERS} workers (config/gunicorn.py), PostgreSQL, "
+            f"{CLIENTS} clients x {REQUESTS} requests; {os.cpu_count()} CPUs, load average before the run {load}",
             flush=True,
         )
         # Warm-up: every worker opens its database connection.
