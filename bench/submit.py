@@ -358,7 +358,8 @@ def _run() -> int:
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(
             f"gunicorn {WORKERS} workers (config/gunicorn.py), PostgreSQL, "
-            f"{CLIENTS} clients x {REQUESTS} requests; {os.cpu_count()} CPUs, load average before the run {load}",
+            f"{CLIENTS} clients x {REQUESTS} requests; {os.cpu_count()} CPUs, "
+            f"load average before the run {load}",
             flush=True,
         )
         # Warm-up: every worker opens its database connection.
