@@ -135,7 +135,7 @@ def _submit_rate(
         ]
         elapsed, latencies, results = submit.run_load(server.port, work)
         assert all(status == 201 for status, _ in results), results[:3]
-        return len(latencies) / elapsed
+        return float(len(latencies) / elapsed)
     finally:
         server.stop()
 
