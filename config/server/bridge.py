@@ -34,6 +34,8 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 #: Body bytes kept in memory before the spool moves to a file on disk.
 SPOOL_MEMORY = 1024 * 1024
+#: Response bytes gathered into one trip to the event loop.
+SEND_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,9 @@ class WsgiBridge:
 class _Response:
     """WSGI's start_response/write on top of ASGI send, called from a pool thread.
 
-    One chunk is held back so that the last one goes with `more_body: False` (a one-chunk
-    response, as Django's usually are, is a single trip to the loop). A client that does not
+    Output is held back until `SEND_CHUNK` bytes gather, so that the last piece goes with
+    `more_body: False` (a one-chunk response, as Django's usually are, is a single trip to the
+    loop). A client that does not
     take a chunk within `timeout` seconds (gunicorn's `timeout`) frees the thread: the call
     ends with TimeoutError and the connection is closed."""
 
@@ -133,9 +136,13 @@ class _Response:
     def write(self, data: bytes) -> None:
         if not data:
             return
-        if self._held is not None:
+        if self._held is None:
+            self._held = bytes(data)
+        elif len(self._held) + len(data) <= SEND_CHUNK:
+            self._held += data  # small chunks (a file served 4 KiB at a time) go together
+        else:
             self._emit(self._held, more=True)
-        self._held = bytes(data)
+            self._held = bytes(data)
 
     def send_iterable(self, result: Iterable[bytes]) -> None:
         for chunk in result:
