@@ -13,8 +13,8 @@ and over the whole run.
 
 Environment: BENCH_ROUNDS (upload rounds, default 3), BENCH_SLICES (submission slices, default
 6), BENCH_REQUESTS (submissions per client per slice, default 20), BENCH_WORKERS (default 2),
-BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/yoyaku_bench_web, created and
-dropped by the run).
+BENCH_ONLY (`upload` or `submit`: that part alone), BENCH_DATABASE_URL (default
+postgres://postgres@127.0.0.1:5432/yoyaku_bench_web, created and dropped by the run).
 """
 
 from __future__ import annotations
@@ -76,11 +76,14 @@ def _run() -> int:
             f"load average before the run {load}",
             flush=True,
         )
-        ratios = _uploads(upload)
-        big = {"max_concurrent_jobs": 1_000_000, "max_jobs_per_day": 1_000_000}
-        users = submit.prepare_users(submit.CLIENTS, "web", 2 * (SLICES * REQUESTS + 5), **big)
-        connections.close_all()
-        ratios.update(_submissions(submit, users))
+        only = os.environ.get("BENCH_ONLY", "")
+        ratios = _uploads(upload) if only in ("", "upload") else {}
+        if only in ("", "submit"):
+            big = {"max_concurrent_jobs": 1_000_000, "max_jobs_per_day": 1_000_000}
+            per_user = 2 * (SLICES * REQUESTS + 5)
+            users = submit.prepare_users(submit.CLIENTS, "web", per_user, **big)
+            connections.close_all()
+            ratios.update(_submissions(submit, users))
         print("shipped / sync: min / median / max per step, and over the whole run")
         for figure, (steps, whole) in ratios.items():
             print(

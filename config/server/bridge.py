@@ -232,25 +232,25 @@ async def read_body(
     spool = tempfile.SpooledTemporaryFile(SPOOL_MEMORY, dir=limits.spool_dir)  # noqa: SIM115
     started, received = loop.time(), 0
     try:
-        while True:
-            try:
-                message = await asyncio.wait_for(
-                    receive(), max(0.0, limits.deadline(started, received) - loop.time())
-                )
-            except TimeoutError:
-                await _refuse(send, HTTPStatus.REQUEST_TIMEOUT, _too_slow(limits))
-                break
-            if message["type"] != "http.request":
-                break  # the client left (or gunicorn gave up on an idle body)
-            chunk = message.get("body", b"")
-            received += len(chunk)
-            if received > limits.max_size:
-                await _refuse(send, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, _too_large(limits))
-                break
-            spool.write(chunk)
-            if not message.get("more_body", False):
-                spool.seek(0)
-                return spool
+        try:
+            # One timeout for the whole body, moved on as bytes arrive (no task per chunk).
+            async with asyncio.timeout_at(limits.deadline(started, 0)) as deadline:
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        break  # the client left (or gunicorn gave up on an idle body)
+                    chunk = message.get("body", b"")
+                    received += len(chunk)
+                    if received > limits.max_size:
+                        await _refuse(send, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, _too_large(limits))
+                        break
+                    spool.write(chunk)
+                    if not message.get("more_body", False):
+                        spool.seek(0)
+                        return spool
+                    deadline.reschedule(limits.deadline(started, received))
+        except TimeoutError:
+            await _refuse(send, HTTPStatus.REQUEST_TIMEOUT, _too_slow(limits))
     except BaseException:
         spool.close()
         raise
