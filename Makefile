@@ -3,8 +3,14 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-dev
+# What `make run` needs (the server and the client) and, on top, the test and lint toolchain.
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
+PIP := $(BIN)/python -m pip install --disable-pip-version-check
 PORT ?= 8000
+# Relative webhook paths of schedule plans call the platform itself: the server `make run`
+# starts, on whatever PORT it serves (set it in the environment to call another one).
+SCHEDULE_WEBHOOK_BASE_URL ?= http://127.0.0.1:$(PORT)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help install run migrate test test-postgres lint format bench chaos clean reset schema-check
@@ -18,16 +24,22 @@ help:
 	@echo "make chaos  - web/worker/watcher x2 on PostgreSQL + Redis + S3 under faults (CHAOS_MINUTES=10)"
 	@echo "make reset  - delete the database and uploaded files of make run"
 
-$(STAMP): requirements/base.txt requirements/dev.txt requirements/client.txt client/pyproject.toml
+$(RUN_STAMP): requirements/base.txt requirements/client.txt client/pyproject.toml
+	@echo "== Installing what the server needs into $(VENV) (first run only; about a minute)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements/dev.txt
-	$(BIN)/python -m pip install --quiet --no-deps -e ./client
-	touch $(STAMP)
+	$(PIP) --quiet --upgrade pip
+	$(PIP) --progress-bar on -r requirements/base.txt -r requirements/client.txt
+	$(PIP) --no-deps -e ./client
+	touch $(RUN_STAMP)
 
-install: $(STAMP)
+$(DEV_STAMP): $(RUN_STAMP) requirements/dev.txt
+	@echo "== Installing the test and lint toolchain into $(VENV) (first time only)"
+	$(PIP) --progress-bar on -r requirements/dev.txt
+	touch $(DEV_STAMP)
 
-migrate: $(STAMP)
+install: $(DEV_STAMP)
+
+migrate: $(RUN_STAMP)
 	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py migrate --noinput
 
 run: migrate
@@ -43,33 +55,34 @@ run: migrate
 	@echo "  Client:  $(BIN)/yoyaku login --url http://127.0.0.1:$(PORT) --token <demo token above>"
 	@echo "           $(BIN)/yoyaku submit examples/hello --wait"
 	@echo
-	DEBUG=$${DEBUG:-true} PORT=$(PORT) $(BIN)/honcho -f Procfile.dev start
+	DEBUG=$${DEBUG:-true} PORT=$(PORT) SCHEDULE_WEBHOOK_BASE_URL='$(SCHEDULE_WEBHOOK_BASE_URL)' \
+		$(BIN)/honcho -f Procfile.dev start
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 
-format: $(STAMP)
+format: $(DEV_STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/python bench/run_all.py $(BENCH)
 
 # Every Schemathesis check, all phases, against a live server (it writes to that server's
 # database: use a demo or throw-away one). TOKEN is a user's API token (make run prints some).
-schema-check: $(STAMP)
+schema-check: $(DEV_STAMP)
 	@test -n "$(TOKEN)" || { echo "usage: make schema-check TOKEN=<api token> [PORT=8000]"; exit 2; }
 	$(BIN)/schemathesis --config-file schemathesis.toml run \
 		http://127.0.0.1:$(PORT)/api/schema/ -H "Authorization: Bearer $(TOKEN)"
 # Scale-out proof (docs/deploy.md): DATABASE_URL / REDIS_URL name the servers it may restart
 # (default 127.0.0.1:5432 and :6379); CHAOS_ARGS adds options (--seed S, --ci).
 CHAOS_MINUTES ?= 10
-chaos: $(STAMP)
+chaos: $(DEV_STAMP)
 	$(BIN)/python bench/chaos.py --minutes $(CHAOS_MINUTES) $(CHAOS_ARGS)
 
 clean:

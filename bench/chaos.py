@@ -1133,16 +1133,19 @@ class Chaos:
 ACCOUNTS_SCRIPT = """
 import json
 from django.contrib.auth.models import Permission, User
-from rest_framework.authtoken.models import Token
+from apps.core.services import token_create
 tokens = {{}}
 can_review = Permission.objects.get(codename="can_review")
 for i in range({users}):
     user = User.objects.create_user(f"chaos-user-{{i}}")
-    tokens[user.username] = Token.objects.create(user=user).key
+    tokens[user.username] = token_create(user=user, name="chaos").token
 for i in range(2):
     user = User.objects.create_user(f"chaos-reviewer-{{i}}")
     user.user_permissions.add(can_review)
-    tokens[user.username] = Token.objects.create(user=user).key
+    user = User.objects.get(pk=user.pk)
+    tokens[user.username] = token_create(
+        user=user, name="chaos", scopes=["read", "submit", "review"]
+    ).token
 print(json.dumps(tokens))
 """
 

@@ -212,16 +212,16 @@ def summarize(name: str, elapsed: float, latencies: list[float]) -> dict[str, fl
 def prepare_users(count: int, prefix: str, per_user_submissions: int, **policy: Any) -> list[Any]:
     """Users with tokens, a quota policy and draft submissions (complete file lists)."""
     from django.contrib.auth.models import User
-    from rest_framework.authtoken.models import Token
 
     from apps.core.models_utils import new_hex_id
+    from apps.core.services import token_create
     from apps.quotas.models import QuotaPolicy
     from apps.submissions.models import Submission, SubmissionFile, filename_fold
 
     users = []
     for i in range(count):
         user = User.objects.create_user(username=f"{prefix}{i}-{new_hex_id()[:6]}")
-        token = Token.objects.create(user=user)
+        token = token_create(user=user, name="bench").token
         QuotaPolicy.objects.create(user=user, **policy)
         submissions = Submission.objects.bulk_create(
             [Submission(owner=user) for _ in range(per_user_submissions)]
@@ -241,7 +241,7 @@ def prepare_users(count: int, prefix: str, per_user_submissions: int, **policy: 
                 for name in ("main.py", "config.yaml")
             ]
         )
-        users.append((user, token.key, [s.pk for s in submissions]))
+        users.append((user, token, [s.pk for s in submissions]))
     return users
 
 

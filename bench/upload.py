@@ -199,9 +199,10 @@ def start_server(
     subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=env, cwd=ROOT, check=True)
     setup_code = (
         "from django.contrib.auth.models import User; "
-        "from rest_framework.authtoken.models import Token; "
+        "from apps.core.services import token_create; "
         "u, _ = User.objects.get_or_create(username='bench'); "
-        "print(Token.objects.get_or_create(user=u)[0].key)"
+        "u.api_tokens.filter(name='bench').delete(); "
+        "print(token_create(user=u, name='bench').token)"
     )
     token = (
         subprocess.run(

@@ -91,7 +91,6 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     # Before django_q: its `qcluster` command replaces django-q2's (apps/core/cluster.py).
@@ -207,7 +206,8 @@ USE_TZ = True
 # Every login form (admin, /accounts/login/) goes through `authenticate()`, where axes counts
 # failures per (username, client IP): AXES_FAILURE_LIMIT failures lock that pair out for
 # AXES_COOLOFF_MINUTES (restarted by each attempt made while locked), even with the right
-# password. The client IP is REMOTE_ADDR (see docs/decisions.md for deployments behind a proxy).
+# password. The client IP is `apps.core.client_address.client_ip`: the socket address, or the
+# address TRUSTED_PROXY_COUNT proxies vouch for in X-Forwarded-For (docs/deploy.md).
 AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
 AXES_FAILURE_LIMIT = int(env_number("AXES_FAILURE_LIMIT", 5))
 AXES_COOLOFF_TIME = dt.timedelta(minutes=float(env_number("AXES_COOLOFF_MINUTES", 15)))
@@ -215,6 +215,16 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "apps.core.lockout.login_lockout_response"
 AXES_VERBOSE = False
+AXES_CLIENT_IP_CALLABLE = "apps.core.client_address.client_ip"
+
+# --- Client address behind proxies -----------------------------------------------------------
+# How many reverse proxies in front of the web process append to X-Forwarded-For. 0 (default):
+# the header is ignored and the client is the socket address. N: the entry N from the right
+# (one nginx or Caddy in front: 1). Too high lets a client choose its address; too low makes
+# every client share the proxy's (docs/deploy.md#behind-a-reverse-proxy).
+TRUSTED_PROXY_COUNT = int(env_number("TRUSTED_PROXY_COUNT", 0))
+if TRUSTED_PROXY_COUNT < 0:
+    raise ImproperlyConfigured("TRUSTED_PROXY_COUNT must be 0 or more.")
 
 # --- Static and media -------------------------------------------------------------------------
 STATIC_URL = "/static/"
@@ -278,6 +288,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "apps.core.api.schema.ApiAutoSchema",
     "EXCEPTION_HANDLER": "apps.core.handlers.api_exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # Throttles key on the same client address as the lock-out (never on a forged header).
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Yoyaku API",
@@ -396,6 +408,9 @@ EXECUTION_RETRY_CODES = [
 ]
 # Lives not yet Dead/Stillbirth a user may hold (429 too_many_lives beyond).
 SCHEDULE_MAX_LIVES_PER_USER = int(env_number("SCHEDULE_MAX_LIVES_PER_USER", 1000))
+# Days a Life holding a `resource_id` may span, birth to death (400 invalid_schedule beyond):
+# no booking can keep a resource from everyone else for longer.
+SCHEDULE_MAX_TERM = env_number("SCHEDULE_MAX_TERM", 30)
 # Hard limit (s) on one action attempt, connect to last byte read, whatever its timeouts say:
 # one user's slow receivers can hold a plan thread no longer than this per attempt.
 SCHEDULE_ACTION_MAX_SECONDS = env_number("SCHEDULE_ACTION_MAX_SECONDS", 30)
@@ -445,7 +460,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {"context": {"()": "apps.core.logcontext.ContextFilter"}},
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s"},
+        # One line per record: control characters from requests are written escaped.
+        "plain": {
+            "class": "apps.core.logcontext.PlainFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s",
+        },
         "json": {"()": "apps.core.logcontext.JsonFormatter"},
     },
     "handlers": {
@@ -456,7 +475,20 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        # Django's own handlers (a plain console copy with DEBUG on; mail to ADMINS, which is
+        # empty) are dropped: its lines reach the one handler of the root logger.
+        "django": {"handlers": [], "propagate": True},
+        "django.db.backends": {"level": "INFO"},
+        # runserver's own lines go through the one handler (JSON with LOG_FORMAT=json). A
+        # request's access line is yoyaku.request's, so runserver's is kept only for warnings
+        # and errors, unless LOG_REQUESTS is off.
+        "django.server": {
+            "handlers": ["console"],
+            "level": "WARNING" if LOG_REQUESTS else "INFO",
+            "propagate": False,
+        },
+    },
 }
 
 # --- Metrics (SPEC §10) -----------------------------------------------------------------------

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from apps.submissions.models import Submission
 from tests.factories.submissions import make_submission
+from tests.factories.tokens import make_token
 from tests.factories.users import make_user
 from tests.processes import start_process  # noqa: F401 - a fixture for every test package
 
@@ -96,12 +96,12 @@ def api_client() -> APIClient:
 
 @pytest.fixture
 def client_for(db: None) -> Callable[[User], APIClient]:
-    """An APIClient that sends `Authorization: Bearer <token>` for the given user."""
+    """An APIClient that sends `Authorization: Bearer <token>` for the given user (a new
+    token with every scope the user may hold)."""
 
     def make(some_user: User) -> APIClient:
-        token, _ = Token.objects.get_or_create(user=some_user)
         client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.key}")
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token(some_user)}")
         return client
 
     return make

@@ -25,10 +25,10 @@ from django.db import close_old_connections
 from django.test import Client
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
-from rest_framework.authtoken.models import Token
 from schemathesis.config import SchemathesisConfig
 
 from config.wsgi import application
+from tests.factories.tokens import make_token
 from tests.factories.users import make_user
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,15 +66,13 @@ def wsgi_schema(token: str) -> Iterator[Any]:
 
 @pytest.fixture
 def plain_user_auth(db: None) -> dict[str, str]:
-    token, _ = Token.objects.get_or_create(user=make_user(username="fuzzer"))
-    return {"Authorization": f"Bearer {token.key}"}
+    return {"Authorization": f"Bearer {make_token(make_user(username='fuzzer'))}"}
 
 
 @pytest.fixture
 def reviewer_auth(db: None) -> dict[str, str]:
     reviewer = make_user(username="fuzzing-reviewer", reviewer=True)
-    token, _ = Token.objects.get_or_create(user=reviewer)
-    return {"Authorization": f"Bearer {token.key}"}
+    return {"Authorization": f"Bearer {make_token(reviewer)}"}
 
 
 @pytest.fixture
@@ -138,7 +136,7 @@ def test_sequences_of_calls_conform_to_the_schema(
 @pytest.mark.django_db
 def test_a_nested_validation_error_renders_nested_fields(client: Client) -> None:
     """Never a Python repr such as "{'method': [ErrorDetail(...)]}"."""
-    token, _ = Token.objects.get_or_create(user=make_user(username="nested"))
+    token = make_token(make_user(username="nested"))
     response = client.post(
         "/api/schedules/",
         {
@@ -147,7 +145,7 @@ def test_a_nested_validation_error_renders_nested_fields(client: Client) -> None
             "birth": {"path": "/api/me/", "method": "FETCH", "retry_count": -1},
         },
         content_type="application/json",
-        headers={"Authorization": f"Bearer {token.key}"},
+        headers={"Authorization": f"Bearer {token}"},
     )
     assert response.status_code == HTTPStatus.BAD_REQUEST
     body = response.json()

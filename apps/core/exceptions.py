@@ -82,3 +82,27 @@ class DemoAccountsDisabled(DomainError):
         "Demo accounts are created only with DEBUG on: they have a published password and one "
         "of them is a superuser. In production run `manage.py bootstrap --no-accounts`."
     )
+
+
+class TokenInvalid(DomainError):
+    """A token that is unknown, revoked or expired (the API answers 401)."""
+
+    code = "authentication_failed"
+    http_status = HTTPStatus.UNAUTHORIZED
+    default_message = "Invalid token."
+
+
+class InsufficientScope(DomainError):
+    """A token-authenticated request outside the token's scopes (SPEC §11.8)."""
+
+    code = "insufficient_scope"
+    http_status = HTTPStatus.FORBIDDEN
+    default_message = "This token's scopes do not allow this request."
+
+
+class LoginLockedOut(DomainError):
+    """Too many failed password logins for this username from this address (django-axes)."""
+
+    code = "login_locked_out"
+    http_status = HTTPStatus.TOO_MANY_REQUESTS
+    default_message = "Too many failed logins for this username from your address."

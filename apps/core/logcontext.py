@@ -7,6 +7,13 @@ ids of the object they work on (`log_bind`); a task or a watcher step wraps its 
 console handler, copies them onto every record, whoever logs it (Django, DRF, django-q2 or
 our code), for both the plain and the JSON formatter.
 
+The plain format (`PlainFormatter`) writes one line per record whatever the record holds:
+request data (a path with `%0A`, an ESC in a header) reaches log lines through messages and
+exception texts, so control, format and line-separator characters are written escaped
+(`\\n`, `\\x1b`, `\\u202e`); a traceback follows on continuation lines that start with
+`CONTINUATION`, so no text from a request can begin a line of its own. JSON lines are one line
+by JSON's own escaping.
+
 The user of a web request is read lazily from the request itself (never evaluating Django's
 lazy user, which would cost a query inside a log call): once DRF or a page has authenticated
 the request, its lines carry the user id.
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import unicodedata
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
@@ -119,6 +127,57 @@ class ContextFilter(logging.Filter):
         shown = [f"{name}={fields[name]}" for name in ID_FIELDS if name in fields]
         record.context = f" [{' '.join(shown)}]" if shown else ""
         return True
+
+
+# Categories written escaped in plain lines: controls (C0 including CR, LF and TAB, DEL, C1
+# including NEL), format characters (bidirectional controls, zero-width characters), line and
+# paragraph separators, lone surrogates (which a strict UTF-8 stream could not even write).
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+CONTINUATION = "  | "
+
+
+def _escaped(char: str) -> str:
+    if unicodedata.category(char) not in _ESCAPED_CATEGORIES:
+        return char
+    short = _SHORT_ESCAPES.get(char)
+    if short is not None:
+        return short
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def log_escape(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` with every control, format and line-separator character written as a visible
+    escape (`\\n`, `\\x1b`, `\\u202e`); with `keep_newlines`, LF stays a line break."""
+    if text.isprintable():  # the common case, at C speed: nothing to escape
+        return text
+    if keep_newlines:
+        return "\n".join(log_escape(line) for line in text.split("\n"))
+    return "".join(_escaped(char) for char in text)
+
+
+class PlainFormatter(logging.Formatter):
+    """The plain format: one line per record, escaped by `log_escape`; an exception's traceback
+    or a stack follows on lines prefixed with `CONTINUATION`. Nothing is cached on the record
+    (another handler formats it afresh)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.message = record.getMessage()
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
+        line = log_escape(self.formatMessage(record))
+        details: list[str] = []
+        if record.exc_info:
+            details.append(self.formatException(record.exc_info))
+        elif record.exc_text:
+            details.append(record.exc_text)
+        if record.stack_info:
+            details.append(self.formatStack(record.stack_info))
+        for detail in details:
+            for extra_line in log_escape(detail.rstrip("\n"), keep_newlines=True).split("\n"):
+                line += f"\n{CONTINUATION}{extra_line}"
+        return line
 
 
 class JsonFormatter(_JsonFormatter):

@@ -213,8 +213,19 @@ TASK_ENQUEUE_FAILURES = counter(
 )
 
 
+# The status classes created at 0 for every (route, method) this process has answered, so the
+# 5xx share (YoyakuHigh5xxRate, the dashboard's 5xx panel) is 0 on a healthy server, not "no
+# data".
+STATUS_CLASSES = ("2xx", "4xx", "5xx")
+_routes_seen: set[tuple[str, str]] = set()
+
+
 def http_request_observe(*, route: str, method: str, status: int, seconds: float) -> None:
     method = method if method in METHODS else "other"
+    if (route, method) not in _routes_seen:
+        _routes_seen.add((route, method))
+        for status_class in STATUS_CLASSES:
+            HTTP_REQUESTS.labels(route, method, status_class)
     HTTP_REQUESTS.labels(route, method, f"{status // 100}xx").inc()
     HTTP_DURATION.labels(route, method).observe(seconds)
 

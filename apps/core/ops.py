@@ -7,7 +7,8 @@ from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
-from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -23,6 +24,18 @@ def _refusal(status: HTTPStatus, code: str, message: str) -> JsonResponse:
     if status == HTTPStatus.UNAUTHORIZED:
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
     return response
+
+
+def metrics_token_sent(request: HttpRequest) -> bool:
+    """True when METRICS_TOKEN is set and the request carries `Authorization: Bearer
+    <METRICS_TOKEN>` (compared in constant time)."""
+    token = str(settings.METRICS_TOKEN)
+    if not token:
+        return False
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode(), token.encode()
+    )
 
 
 def metrics_refusal(request: HttpRequest) -> JsonResponse | None:
@@ -41,17 +54,13 @@ def metrics_refusal(request: HttpRequest) -> JsonResponse | None:
             "permission_denied",
             "Metrics are disabled: set METRICS_TOKEN (they are open only with DEBUG on).",
         )
-    header = request.headers.get("Authorization", "")
-    if not header:
+    if not request.headers.get("Authorization", ""):
         return _refusal(
             HTTPStatus.UNAUTHORIZED,
             "not_authenticated",
             "Send Authorization: Bearer <METRICS_TOKEN>.",
         )
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        given.strip().encode(), token.encode()
-    ):
+    if not metrics_token_sent(request):
         return _refusal(HTTPStatus.FORBIDDEN, "permission_denied", "Wrong metrics token.")
     return None
 
@@ -68,9 +77,14 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(metrics_exposition(), content_type=CONTENT_TYPE_PLAIN_0_0_4)
 
 
-@staff_member_required
 @require_GET
 def ops_page(request: HttpRequest) -> HttpResponse:
-    """The headline numbers for someone without Prometheus (staff only)."""
+    """The headline numbers for someone without Prometheus (staff only). A visitor is sent to
+    the site's login; a signed-in user who is not staff gets the 403 page, which says why (not
+    the admin's login form, which would ask them for an account they cannot have)."""
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    if not request.user.is_staff:
+        raise PermissionDenied("The operations page is for staff only.")
     context: dict[str, Any] = {"summary": ops_summary(), "title": "Operations"}
     return render(request, "ops.html", context)

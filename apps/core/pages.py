@@ -9,9 +9,21 @@ from django.conf import settings
 from django.contrib.auth.mixins import LoginRequiredMixin, UserPassesTestMixin
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
+from django.shortcuts import redirect
 from django.views.generic import TemplateView
 
 from apps.core.permissions import user_is_reviewer
+
+
+class HomePage(TemplateView):
+    """`/`: a signed-in user goes to the submit page; a visitor reads what Yoyaku is."""
+
+    template_name = "pages/home.html"
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if request.user.is_authenticated:
+            return redirect("submit")
+        return super().dispatch(request, *args, **kwargs)
 
 
 class SubmitPage(LoginRequiredMixin, TemplateView):

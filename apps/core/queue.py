@@ -38,6 +38,10 @@ TASKS = (
     PLANS_FIRE_DUE,
     TASK_RUN,
 )
+# Every task's failure counter exists at 0 in each process that can enqueue, so rates and
+# alerts on it see 0 before the first failure.
+for _task in TASKS:
+    TASK_ENQUEUE_FAILURES.labels(_task)
 
 
 @cache

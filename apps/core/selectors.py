@@ -7,7 +7,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Model, Q, QuerySet
 
 from apps.core.exceptions import NotFound, PermissionDenied
-from apps.core.models import Heartbeat
+from apps.core.models import ApiToken, Heartbeat
 from apps.core.validation import contains_nul
 
 M = TypeVar("M", bound=Model)
@@ -53,3 +53,8 @@ def owned_get(
     if user is not None and getattr(obj, owner_attr) != user.pk:
         raise PermissionDenied(f"This {label.lower()} belongs to another user.")
     return obj
+
+
+def token_list(*, user: AbstractBaseUser) -> QuerySet[ApiToken]:
+    """`user`'s API tokens, oldest first (never another user's: staff included)."""
+    return ApiToken.objects.filter(user_id=user.pk).order_by("created_at", "id")

@@ -334,7 +334,8 @@ def _result_from_outcome(outcome: Outcome, *, timeout: float) -> GradingResult:
 def scratch_prepare(files: tuple[GradingFile, ...], root: Path) -> None:
     """Copy the submission's files from storage into `root` and unpack its archives there,
     with the upload's archive rules; everything written counts against
-    GRADING_MAX_UNPACKED_SIZE. Raises ArchiveError."""
+    GRADING_MAX_UNPACKED_SIZE, and the archives together create at most MAX_ARCHIVE_MEMBERS
+    files and folders (counted as they are created). Raises ArchiveError."""
     budget = Budget(int(settings.GRADING_MAX_UNPACKED_SIZE))
     archives: list[Path] = []
     for file in files:
@@ -345,6 +346,7 @@ def scratch_prepare(files: tuple[GradingFile, ...], root: Path) -> None:
             budget.copy(source, target)
         if archive_kind(file.filename) is not None:
             archives.append(target)
+    budget.entries_cap(int(settings.MAX_ARCHIVE_MEMBERS))
     for archive in archives:
         unpack_archive(archive, root, budget=budget, max_members=int(settings.MAX_ARCHIVE_MEMBERS))
 

@@ -8,7 +8,7 @@ from apps.core.queue import REAP_EXPIRED_LEASES
 from apps.core.schedules import PeriodicTask, register_periodic_task
 from apps.grading.grader import grader_health
 
-register_health_check("grader", grader_health)
+register_health_check("grader", grader_health, private=True)
 register_periodic_task(
     PeriodicTask(name="yoyaku.grading.reap_expired_leases", func=REAP_EXPIRED_LEASES, minutes=1)
 )

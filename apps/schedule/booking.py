@@ -148,7 +148,8 @@ def life_spec_build(data: dict[str, Any]) -> LifeSpec:
     """Validate shapes already checked by the serializer into a LifeSpec.
 
     Raises InvalidSchedule (with `fields`) for a missing time or action, a bad time format, a
-    refused action URL, `birth_time >= death_time` or a term shorter than MINIMUM_LIFE_TERM.
+    refused action URL, `birth_time >= death_time`, a term shorter than MINIMUM_LIFE_TERM, or
+    a term holding a `resource_id` longer than SCHEDULE_MAX_TERM.
     """
     fields: dict[str, list[str]] = {}
     schedule_type = data.get("schedule_type")
@@ -201,6 +202,8 @@ def life_spec_build(data: dict[str, Any]) -> LifeSpec:
                 "death_time",
                 [f"A term must last at least MINIMUM_LIFE_TERM ({minimum.total_seconds():g} s)."],
             )
+        elif resource_id and death - birth > max_term():
+            fields.setdefault("death_time", [_max_term_message()])
     if fields:
         raise InvalidSchedule(_summary(fields), fields=fields)
     assert birth is not None  # noqa: S101 - guaranteed by the checks above
@@ -212,6 +215,19 @@ def life_spec_build(data: dict[str, Any]) -> LifeSpec:
         death_time=death if schedule_type == ScheduleType.TERM else None,
         birth_action=actions["birth"],
         death_action=actions["death"] if schedule_type == ScheduleType.TERM else None,
+    )
+
+
+def max_term() -> dt.timedelta:
+    """The longest span (birth to death) of a Life that holds a `resource_id`."""
+    return dt.timedelta(days=float(settings.SCHEDULE_MAX_TERM))
+
+
+def _max_term_message() -> str:
+    return (
+        f"A Life holding a resource_id may span at most SCHEDULE_MAX_TERM "
+        f"({float(settings.SCHEDULE_MAX_TERM):g} days) from birth_time to death_time; "
+        "book the rest as another Life later."
     )
 
 

@@ -3,6 +3,7 @@
 
 Authentication uses DRF's own authenticators (token, session — the session one enforces CSRF
 itself, as a view would), so a forged cross-site form can no more book a request than run it.
+A token books only what it could run: it needs `submit` and the target view's scope.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from rest_framework.settings import api_settings
 
 from apps.core.exceptions import DomainError
 from apps.core.handlers import error_body
+from apps.core.models import ApiToken
+from apps.core.scopes import Scope, call_scope, scopes_require
 from apps.schedule.api.serializers import HeaderBookingOutputSerializer
 from apps.schedule.services import life_book_request, parse_schedule_header
 
@@ -62,6 +65,16 @@ class HeaderBookingMiddleware:
         if not user or not user.is_authenticated:
             return self.get_response(request)
         try:
+            if isinstance(drf_request.auth, ApiToken):
+                # Booking is a write, and the replay will run as the user without the token:
+                # the token must hold both scopes now.
+                scopes_require(
+                    drf_request.auth,
+                    Scope.SUBMIT.value,
+                    call_scope(
+                        method=request.method or "GET", path=request.path, body=request.body
+                    ),
+                )
             parse_schedule_header(at)
             life = life_book_request(
                 user=user,

@@ -107,6 +107,7 @@ class Life(models.Model):
 
     class Meta:
         ordering = ["birth_time", "pk"]
+        verbose_name_plural = "lives"
         indexes = [
             models.Index(
                 fields=["resource_id", "guard_start"],

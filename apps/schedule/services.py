@@ -86,8 +86,25 @@ def _resource_lock(resource_id: str) -> None:
     ScheduleResource.objects.select_for_update().filter(pk=row.pk).first()
 
 
+def _conflict(resource_id: str, own_life_uuid: str | None = None) -> ResourceConflict:
+    """The 409 for a booking of `resource_id`. It names a conflicting Life only when that Life
+    is the caller's own: another user's Life (its uuid, owner or times) is never revealed."""
+    if own_life_uuid is not None:
+        return ResourceConflict(
+            f"Resource {resource_id!r} is already reserved around this time by your Life "
+            f"{own_life_uuid}.",
+            extra={"conflicting_life_uuid": own_life_uuid},
+        )
+    return ResourceConflict(f"Resource {resource_id!r} is already reserved around this time.")
+
+
 def _check_no_conflict(
-    *, resource_id: str, guard_start: dt.datetime, guard_end: dt.datetime, exclude_pk: int | None
+    *,
+    user_id: int,
+    resource_id: str,
+    guard_start: dt.datetime,
+    guard_end: dt.datetime,
+    exclude_pk: int | None,
 ) -> None:
     if not resource_id:
         return
@@ -99,12 +116,11 @@ def _check_no_conflict(
     )
     if exclude_pk is not None:
         clashes = clashes.exclude(pk=exclude_pk)
-    other = clashes.order_by("birth_time").values_list("life_uuid", flat=True).first()
-    if other is not None:
-        raise ResourceConflict(
-            f"Resource {resource_id!r} is reserved by another Life around this time.",
-            extra={"conflicting_life_uuid": other},
-        )
+    owners = dict(clashes.order_by("birth_time", "pk").values_list("life_uuid", "owner_id"))
+    if not owners:
+        return
+    own = next((uuid for uuid, owner in owners.items() if owner == user_id), None)
+    raise _conflict(resource_id, own)
 
 
 def _check_topic_calls(*, user: AbstractBaseUser, spec: LifeSpec) -> None:
@@ -187,6 +203,7 @@ def life_book(
                 return _same_or_exists(existing, user, fingerprint)
             _check_lives_cap(user=user)
             _check_no_conflict(
+                user_id=user.pk,
                 resource_id=spec.resource_id,
                 guard_start=guard_start,
                 guard_end=guard_end,
@@ -216,9 +233,7 @@ def life_book(
         existing = Life.objects.filter(life_uuid=uuid).first()
         if existing is not None:
             return _same_or_exists(existing, user, fingerprint)
-        raise ResourceConflict(
-            f"Resource {spec.resource_id!r} is reserved by another Life around this time."
-        ) from exc
+        raise _conflict(spec.resource_id) from exc
     return BookResult(life=life, created=True)
 
 
@@ -362,6 +377,7 @@ def life_change(
                 if changed[kind] and plan.state not in PENDING_PLAN_STATES:
                     raise PlanStarted(f"The {kind} plan is {plan.state}; it cannot be changed.")
             _check_no_conflict(
+                user_id=user.pk,
                 resource_id=life.resource_id,
                 guard_start=guard_start,
                 guard_end=guard_end,
@@ -390,9 +406,7 @@ def life_change(
                 updated_at=timezone.now(),
             )
     except IntegrityError as exc:
-        raise ResourceConflict(
-            f"Resource {current.resource_id!r} is reserved by another Life around this time."
-        ) from exc
+        raise _conflict(current.resource_id) from exc
     life.refresh_from_db()
     return life
 

@@ -16,6 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
+from apps.core.scopes import Scope
+
 Handler = Callable[[AbstractBaseUser, dict[str, Any]], Any]
 Validator = Callable[[dict[str, Any]], dict[str, list[str]]]
 Audience = Callable[[AbstractBaseUser], bool]
@@ -38,6 +40,8 @@ class Topic:
     handler: Handler
     validate: Validator
     may_call: Audience  # no default: every topic says who may call it
+    #: The API token scope a call needs (`apps.core.scopes`): `admin` for staff-only topics.
+    scope: str = Scope.SUBMIT.value
     undone_by: str | None = None
 
 
@@ -85,6 +89,7 @@ register_topic(
         handler=_quota_boost,
         validate=_bounded_concurrent,
         may_call=staff_only,
+        scope=Scope.ADMIN.value,
         undone_by="quota.restore",
     )
 )
@@ -95,5 +100,6 @@ register_topic(
         handler=_quota_restore,
         validate=_bounded_concurrent,
         may_call=staff_only,
+        scope=Scope.ADMIN.value,
     )
 )

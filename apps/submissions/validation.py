@@ -4,12 +4,12 @@ reading the local file they are given."""
 from __future__ import annotations
 
 import re
-import unicodedata
 from pathlib import Path
 
 from django.conf import settings
 
 from apps.core.archives import UNSAFE, ArchiveError, archive_kind, check_archive
+from apps.core.validation import name_display_problem
 from apps.submissions.exceptions import (
     InvalidArchive,
     InvalidExtension,
@@ -22,7 +22,9 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 def filename_problem(name: str) -> str | None:
-    """Why `name` is not a plain base name, or None when it is."""
+    """Why `name` is not a plain base name shown as what it is, or None when it is: the rule of
+    every accepted file name (uploads, the entry point and config file). Characters that would
+    disguise the name are `apps.core.validation.name_display_problem`'s."""
     if not name or not name.strip():
         return "The file name is empty."
     if name in {".", ".."}:
@@ -31,10 +33,11 @@ def filename_problem(name: str) -> str | None:
         return "The file name cannot contain '/' or '\\' (send a plain base name, no folders)."
     if ".." in name:
         return "The file name cannot contain '..'."
-    if any(unicodedata.category(char) == "Cc" for char in name):
-        return "The file name cannot contain NUL or control characters."
     if any(0xD800 <= ord(char) <= 0xDFFF for char in name):
         return "The file name is not valid UTF-8."
+    display = name_display_problem(name)
+    if display is not None:
+        return f"The file name contains {display}."
     if len(name.encode("utf-8")) > MAX_FILENAME_BYTES:
         return f"The file name is longer than {MAX_FILENAME_BYTES} UTF-8 bytes."
     if _DRIVE.match(name):
@@ -78,10 +81,12 @@ def validate_filename(name: str) -> None:
 def validate_archive(*, path: Path, filename: str) -> None:
     """`.zip` / `.tar.gz`: readable (`invalid_archive`); at most `MAX_ARCHIVE_MEMBERS` plain
     files and folders at safe relative paths, no header field over 64 KiB, at most
-    `GRADING_MAX_UNPACKED_SIZE` bytes unpacked (`unsafe_archive`). Other files pass untouched.
+    `GRADING_MAX_UNPACKED_SIZE` bytes unpacked, a zip end record that agrees with its central
+    directory (`unsafe_archive`). Other files pass untouched.
 
-    The rules are `apps.core.archives`', the same ones the grader unpacks with; a tar.gz's
-    headers are checked while streaming, before anything large is read into memory.
+    The rules and the readers are `apps.core.archives`', the same ones the grader unpacks
+    with: a tar.gz is read by `tarfile` itself, its header extensions bounded before they
+    are read; a zip's members are counted from its central directory.
     """
     kind = archive_kind(filename)
     if kind is None:

@@ -1,6 +1,6 @@
 """The `yoyaku` command.
 
-Exit codes (SPEC §10): 0 success, 1 error, 2 usage, 3 job failed or cancelled, 4 quota or cost
+Exit codes: 0 success, 1 error, 2 usage, 3 job failed or cancelled, 4 quota or cost
 limit, 5 `--wait` timed out. Every command takes `--json` (after the command's name): one
 JSON document on stdout, messages and progress on stderr.
 """
@@ -35,11 +35,13 @@ from yoyaku_client.output import (
     Output,
     ProgressReporter,
     QuietReporter,
+    TerminalStream,
     fmt,
     size,
     terminal_console,
 )
 from yoyaku_client.submit import LocalRefusal, Reporter, SubmitOptions, Submitter
+from yoyaku_client.tokens import TOKEN_SCOPES, token_name_default
 from yoyaku_client.transport import RetryEvent, RetryPolicy
 
 EXIT_OK = 0
@@ -119,10 +121,9 @@ def _client(output: Output, *, need_token: bool = True) -> Client:
         raise CliExit(EXIT_ERROR)
 
     def on_retry(event: RetryEvent) -> None:
-        output.err.print(
+        output.note(
             f"retrying {event.method} /api{event.path} (attempt {event.attempt}/"
             f"{event.max_attempts}) in {event.delay:.1f} s: {event.reason}",
-            markup=False,
             style="dim",
         )
 
@@ -174,14 +175,40 @@ def cli() -> None:
 
 @cli.command()
 @click.option("--url", help="The server's root, e.g. http://127.0.0.1:8000 (without /api).")
-@click.option("--token", help="Your API token (asked for when not given).")
+@click.option("--token", help="Your API token (asked for when neither it nor --username is given).")
+@click.option(
+    "--username",
+    help="Log in with your password instead (asked for, or YOYAKU_PASSWORD): the server makes "
+    "a new token for this client, and only the token is saved.",
+)
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    type=click.Choice(TOKEN_SCOPES),
+    help="With --username: a scope of the new token (repeat; default: submit and read).",
+)
+@click.option(
+    "--expires-in",
+    type=click.IntRange(min=1),
+    help="With --username: the new token expires after this many days (default: never).",
+)
 @json_option
-def login(url: str | None, token: str | None, as_json: bool) -> None:
-    """Check a token against the server and save both (file mode 0600).
+def login(
+    url: str | None,
+    token: str | None,
+    username: str | None,
+    scopes: tuple[str, ...],
+    expires_in: int | None,
+    as_json: bool,
+) -> None:
+    """Check a token against the server and save both (file mode 0600), or log in with a
+    password to get a new scoped token.
 
     \b
-    Example:
-      yoyaku login --url http://127.0.0.1:8000 --token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b
+    Examples:
+      yoyaku login --url http://127.0.0.1:8000 --token yk_0123456789ab_...
+      yoyaku login --url http://127.0.0.1:8000 --username alice --scope read --scope submit
     """
     output = _output(as_json)
     url = (url or load_settings().url).rstrip("/")
@@ -189,15 +216,42 @@ def login(url: str | None, token: str | None, as_json: bool) -> None:
         raise click.BadParameter("must start with http:// or https://", param_hint="--url")
     if url.endswith("/api"):
         url = url[: -len("/api")]
+    if token and username:
+        raise click.UsageError("give --token or --username, not both")
+    if (scopes or expires_in) and not username:
+        raise click.UsageError("--scope and --expires-in make a new token: use --username")
+    created = None
+    if username:
+        password = os.environ.get("YOYAKU_PASSWORD") or click.prompt(
+            "Password", hide_input=True, err=True
+        )
+        expires_at = None
+        if expires_in:
+            expires_at = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=expires_in)
+        with Client(url, retry=_retry_policy()) as client:
+            created = client.create_token(
+                token_name_default(),
+                scopes=list(scopes) or None,
+                expires_at=expires_at,
+                username=username,
+                password=password,
+            )
+        token = created.token
     if not token:
         token = click.prompt("Token", hide_input=True, err=True)
     with Client(url, token, retry=_retry_policy()) as client:
         me = client.me()
     path = save_settings(url, token or "")
     if as_json:
-        output.json({"url": url, "user": me, "config_file": str(path)})
+        document: dict[str, Any] = {"url": url, "user": me, "config_file": str(path)}
+        if created is not None:
+            document["token"] = {k: v for k, v in to_jsonable(created).items() if k != "token"}
+        output.json(document)
     else:
-        output.print(f"Logged in to {url} as {me.username}; settings saved in {path}")
+        made = ""
+        if created is not None:
+            made = f" with a new token {created.name!r} ({' '.join(created.scopes)})"
+        output.print(f"Logged in to {url} as {me.username}{made}; settings saved in {path}")
 
 
 @cli.command()
@@ -266,7 +320,11 @@ def _reporter(output: Output, progress: bool | None) -> Reporter:
     help="The job's resource class (its cost); the server's default when not given.",
 )
 @click.option("--job-config", help="The job's whole configuration, a JSON object.")
-@click.option("--reserve", is_flag=True, help="Hold a quota slot while uploading (seed 000).")
+@click.option(
+    "--reserve",
+    is_flag=True,
+    help="Hold a quota slot while uploading, so a long upload cannot end in a quota refusal.",
+)
 @click.option(
     "--reserve-ttl",
     default=300,
@@ -516,26 +574,40 @@ def job(job_id: str, wait: bool, timeout: float | None, as_json: bool) -> None:
 @click.option(
     "--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True, help="Seconds."
 )
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Print the output as received, terminal control sequences included.",
+)
 @json_option
-def logs(job_id: str, follow: bool, interval: float, as_json: bool) -> None:
+def logs(job_id: str, follow: bool, interval: float, raw: bool, as_json: bool) -> None:
     """Print a job's captured output.
 
-    With --follow, polls until the job is finished, printing what is new; the exit code is
-    then the job's (0 completed, 3 failed or cancelled). With --json and --follow, one JSON
-    object per line: {"job_id", "status", "logs": <new text>}.
+    The program's terminal control sequences (colours, cursor moves, window titles, clipboard
+    writes) are shown escaped, ESC as \\x1b, and a carriage return as a line break; --raw
+    prints the output exactly as received. With --follow, polls until the job is finished,
+    printing what is new; the exit code is then the job's (0 completed, 3 failed or
+    cancelled). With --json and --follow, one JSON object per line: {"job_id", "status",
+    "logs": <new text>}.
 
     \b
     Example:
       yoyaku logs 3f2a9c0e5b7d4e1f8a6b2c9d0e1f2a3b --follow
     """
     output = _output(as_json)
+    stream = TerminalStream()
+
+    def show(text: str) -> None:
+        output.write(text if raw else stream.feed(text))
+
     with _client(output) as client:
         current = client.job_logs(job_id)
         if not follow:
             if as_json:
                 output.json(current)
             else:
-                sys.stdout.write(current.logs)
+                show(current.logs)
+                output.write(stream.close())
                 if current.error:
                     output.message(f"error: {current.error}")
             return
@@ -547,18 +619,19 @@ def logs(job_id: str, follow: bool, interval: float, as_json: bool) -> None:
                 new = text[len(printed) :]
             else:  # the server capped or rewrote the output: show it again whole
                 new = text
+                output.write(stream.close())
                 output.message("[output restarted]")
             if new or current.status != status:
                 if as_json:
                     output.json_line({"job_id": job_id, "status": current.status, "logs": new})
                 elif new:
-                    sys.stdout.write(new)
-                    sys.stdout.flush()
+                    show(new)
             printed, status = text, current.status
             if current.status in ("completed", "failed", "cancelled"):
                 break
             time.sleep(interval)
             current = client.job_logs(job_id)
+    output.write(stream.close())
     if current.error:
         output.message(f"error: {current.error}")
     output.message(f"job {job_id}: {current.status}")
@@ -1121,6 +1194,11 @@ def _fail(output: Output, code: int, message: str, document: dict[str, Any]) -> 
     if output.json_mode:
         output.json(document)
     sys.exit(code)
+
+
+from yoyaku_client.cli_tokens import token  # noqa: E402 - the group above must exist first
+
+cli.add_command(token)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

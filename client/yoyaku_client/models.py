@@ -304,6 +304,32 @@ class Reservation:
 
 
 @dataclass(frozen=True)
+class ApiToken:
+    """An API token of yours. `token` (the secret) is set only in the answer that created it:
+    the server keeps a hash and can never show it again."""
+
+    id: str
+    name: str
+    scopes: list[str]
+    expires_at: dt.datetime | None
+    created_at: dt.datetime | None = None
+    last_used_at: dt.datetime | None = None
+    token: str | None = None
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> ApiToken:
+        return cls(
+            id=_str(data, "id"),
+            name=_str(data, "name"),
+            scopes=[str(s) for s in data.get("scopes") or []],
+            expires_at=parse_time(data.get("expires_at")),
+            created_at=parse_time(data.get("created_at")),
+            last_used_at=parse_time(data.get("last_used_at")),
+            token=data.get("token"),
+        )
+
+
+@dataclass(frozen=True)
 class LeaderboardRow:
     rank: int
     user: User
@@ -475,7 +501,7 @@ class Plan:
 
 @dataclass(frozen=True)
 class Life:
-    """A schedule booking (SPEC §6): a point Life has a birth plan, a term Life a birth and a
+    """A schedule booking: a point Life has a birth plan, a term Life a birth and a
     death plan."""
 
     life_uuid: str

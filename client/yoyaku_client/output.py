@@ -1,10 +1,18 @@
 """How the CLI shows things: JSON on stdout with `--json`, rich tables otherwise; messages,
-warnings and progress on stderr (so stdout stays parseable)."""
+warnings and progress on stderr (so stdout stays parseable).
+
+Text that came from elsewhere (a program's output, job reasons, file and user names, error
+messages) never reaches the terminal as control sequences: every writer here passes it through
+`terminal_safe`, which writes C0 and C1 controls, DEL and bidirectional controls as visible
+escapes (`\\x1b`, `\\u202e`), and rich is told to read no markup and no emoji codes in it.
+JSON output is safe by JSON's own escaping (ASCII only).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -21,9 +29,55 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from yoyaku_client.models import to_jsonable
 from yoyaku_client.submit import LocalFile, Reporter
+
+# C0 controls but LF and TAB, DEL, C1 controls (CSI U+009B, OSC U+009D, ...), and the
+# bidirectional controls that make a terminal with bidi support reorder a line.
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_LINE_BREAKS = re.compile("\r\n|\r")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """`text` without a terminal control sequence: CR LF and a lone CR become a line break (a
+    program's progress frames show one per line, none overwrites another), every other control
+    character but LF and TAB is written as a visible escape (ESC as `\\x1b`, U+202E as
+    `\\u202e`). Nothing else changes."""
+    if "\r" in text:
+        text = _LINE_BREAKS.sub("\n", text)
+    return _UNSAFE.sub(_visible, text)
+
+
+class TerminalStream:
+    """`terminal_safe` over text that arrives in pieces (`logs --follow`): a CR at the end of
+    a piece waits for the next one, so a CR LF split between two pieces is one line break."""
+
+    def __init__(self) -> None:
+        self._pending_cr = False
+
+    def feed(self, text: str) -> str:
+        if self._pending_cr:
+            text = "\r" + text
+        self._pending_cr = text.endswith("\r")
+        if self._pending_cr:
+            text = text[:-1]
+        return terminal_safe(text)
+
+    def close(self) -> str:
+        pending, self._pending_cr = self._pending_cr, False
+        return "\n" if pending else ""
+
+
+def plain(text: str) -> Text:
+    """Text from elsewhere as a rich renderable: escaped, never read as markup or emoji codes."""
+    return Text(terminal_safe(text))
 
 
 def _console(stream: Any, *, force_terminal: bool | None = None) -> Console:
@@ -34,12 +88,13 @@ def _console(stream: Any, *, force_terminal: bool | None = None) -> Console:
         width=None if terminal else 160,
         soft_wrap=not terminal,
         highlight=False,
+        emoji=False,
     )
 
 
 def terminal_console(stream: Any) -> Console:
     """A console that draws for a terminal whatever `stream` is (`--progress`)."""
-    return Console(file=stream, force_terminal=True, highlight=False)
+    return Console(file=stream, force_terminal=True, highlight=False, emoji=False)
 
 
 class Output:
@@ -58,33 +113,47 @@ class Output:
 
     def message(self, text: str) -> None:
         """A human message on stderr (so with `--json` too: stdout stays one document)."""
-        self.err.print(text, markup=False)
+        self.err.print(plain(text))
 
     def warning(self, text: str) -> None:
-        self.err.print(f"Warning: {text}", markup=False, style="yellow")
+        self.err.print(plain(f"Warning: {text}"), style="yellow")
 
     def error(self, text: str) -> None:
-        self.err.print(f"Error: {text}", markup=False, style="bold red")
+        self.err.print(plain(f"Error: {text}"), style="bold red")
+
+    def note(self, text: str, *, style: str) -> None:
+        """A styled side note on stderr (retries)."""
+        self.err.print(plain(text), style=style)
 
     def print(self, text: str) -> None:
-        self.out.print(text, markup=False)
+        self.out.print(plain(text))
+
+    def write(self, text: str) -> None:
+        """Text as it is to stdout, without rich (a program's output: `terminal_safe` first,
+        unless the user asked for the raw bytes)."""
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
     def table(
         self, title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]
     ) -> None:
-        table = Table(title=title, show_lines=False, title_justify="left")
+        table = Table(
+            title=None if title is None else plain(title), show_lines=False, title_justify="left"
+        )
         for column in columns:
-            table.add_column(column, overflow="fold")
+            table.add_column(plain(column), overflow="fold")
         for row in rows:
-            table.add_row(*[fmt(v) for v in row])
+            table.add_row(*[plain(fmt(v)) for v in row])
         self.out.print(table)
 
     def fields(self, title: str | None, pairs: Sequence[tuple[str, Any]]) -> None:
-        table = Table(title=title, show_header=False, title_justify="left")
+        table = Table(
+            title=None if title is None else plain(title), show_header=False, title_justify="left"
+        )
         table.add_column("field", style="bold")
         table.add_column("value", overflow="fold")
         for name, value in pairs:
-            table.add_row(name, fmt(value))
+            table.add_row(plain(name), plain(fmt(value)))
         self.out.print(table)
 
 
@@ -142,7 +211,7 @@ class ProgressReporter(QuietReporter):
         super().__init__(output)
         self.console = console or output.err
         self.progress = Progress(
-            TextColumn("{task.description}", justify="left"),
+            TextColumn("{task.description}", justify="left", markup=False),
             BarColumn(bar_width=None),
             DownloadColumn(binary_units=True),
             TransferSpeedColumn(),
@@ -160,10 +229,10 @@ class ProgressReporter(QuietReporter):
         self._done = 0
 
     def message(self, text: str) -> None:
-        self.progress.console.print(text, markup=False)
+        self.progress.console.print(plain(text))
 
     def warning(self, text: str) -> None:
-        self.progress.console.print(f"Warning: {text}", markup=False, style="yellow")
+        self.progress.console.print(plain(f"Warning: {text}"), style="yellow")
 
     def hashing_started(self, total_bytes: int) -> None:
         self.progress.start()
@@ -189,7 +258,7 @@ class ProgressReporter(QuietReporter):
         return f"{self._done}/{self._count} files"
 
     def file_started(self, item: LocalFile, index: int, count: int) -> None:
-        self._file = self.progress.add_task(f"  {item.name}", total=item.size or 1)
+        self._file = self.progress.add_task(f"  {terminal_safe(item.name)}", total=item.size or 1)
 
     def file_progress(self, item: LocalFile, sent: int, total: int) -> None:
         now = time.monotonic()
@@ -215,7 +284,7 @@ class ProgressReporter(QuietReporter):
             )
         note = "" if created else " (already there: same content)"
         self.progress.console.print(
-            f"[{index}/{count} files] {item.name} {size(item.size)} uploaded{note}", markup=False
+            plain(f"[{index}/{count} files] {item.name} {size(item.size)} uploaded{note}")
         )
 
     def upload_finished(self) -> None:

@@ -1,6 +1,6 @@
 """`yoyaku submit` without the terminal: collect, check, hash, resume, upload, enqueue.
 
-The order of a submission (seed 000's reservation flow and seed 004's sequential upload):
+The order of a submission (an optional quota reservation, then one file per request):
 
 1. collect the files (a folder is walked) and refuse, before any request, what the server
    would refuse (name, extension, size, duplicates, count, entrypoint and config present);
@@ -55,6 +55,12 @@ HASH_CHUNK = 4 * 1024 * 1024
 #: lifetime (IDEMPOTENCY_KEY_TTL_HOURS, 24 h by default).
 KEY_LOOKBACK = dt.timedelta(hours=24)
 _SKIPPED_DIRS = {"__pycache__", "node_modules"}
+# The server's display rule for names: characters that draw as `/` or `\`, and the
+# categories of invisible characters (controls, format characters, line separators).
+_SLASH_LOOKALIKES = frozenset(
+    "\u2044\u2215\u2216\u2571\u2572\u27cb\u27cd\u29f5\u29f8\u29f9\ufe68\uff0f\uff3c"
+)
+_HIDDEN_CATEGORIES = {"Cc", "Cf", "Zl", "Zp"}
 
 
 def allowed_extensions() -> tuple[str, ...]:
@@ -97,6 +103,12 @@ def name_problem(name: str) -> str | None:
         return "not a plain file name"
     if any(unicodedata.category(c) == "Cc" for c in name):
         return "control characters in the name"
+    for char in name:
+        if char in _SLASH_LOOKALIKES or unicodedata.category(char) in _HIDDEN_CATEGORIES:
+            return f"U+{ord(char):04X} in the name (invisible, or looks like '/' or '\\')"
+    folded = unicodedata.normalize("NFKC", name)
+    if "/" in folded or "\\" in folded or ".." in folded:
+        return "reads as a path once normalised (NFKC)"
     if len(name.encode("utf-8")) > 255:
         return "longer than 255 bytes"
     if len(name) >= 2 and name[1] == ":" and name[0].isalpha():

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
+from urllib.parse import quote
 
 import httpx
 
@@ -177,7 +178,7 @@ class Transport:
                 reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 if safety is Safety.UNSAFE and sent:
                     raise AmbiguousRequestError(
-                        f"{method} {path}: the answer was lost ({reason}); the request may "
+                        f"{method} /api{path}: the answer was lost ({reason}); the request may "
                         "have taken effect, so it was not sent again",
                         method=method,
                         path=path,
@@ -186,7 +187,7 @@ class Transport:
                     ) from exc
                 if attempt >= policy.max_attempts:
                     raise TransportError(
-                        f"{method} {path}: no answer after {attempt} attempt(s): {reason}",
+                        f"{method} /api{path}: no answer after {attempt} attempt(s): {reason}",
                         method=method,
                         path=path,
                         attempts=attempt,
@@ -245,7 +246,8 @@ class Transport:
             request_headers.update(extra)
         request = self.http.build_request(
             method,
-            path,
+            # An id typed by a user is sent as data, never as URL syntax or raw control bytes.
+            quote(path, safe="/"),
             params=params or None,
             json=json,
             content=_chunks(chunks) if chunks is not None else None,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Submit from CI once per commit (seed 000's CI pattern, with the yoyaku client).
+# Submit from CI once per commit, with the yoyaku client.
 #
 # The idempotency key is derived from the commit, so re-running the pipeline for the same
 # commit (a retried job, a re-run button) never makes a second job: the client prints

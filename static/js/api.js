@@ -109,5 +109,21 @@ const Api = (() => {
     return node;
   }
 
-  return { ApiError, request, upload, withRetries, sleep, listOf, when, el };
+  // A score as people read it: at most 4 decimals (0.6667, not 0.6666666666666666), tiny
+  // values in 3 significant digits, "" for none. The exact value goes in a title attribute.
+  function score(value) {
+    if (value === null || value === undefined || value === "") return "";
+    const number = Number(value);
+    if (!Number.isFinite(number)) return String(value);
+    if (number !== 0 && Math.abs(number) < 0.001) return number.toPrecision(3);
+    return String(Number(number.toFixed(4)));
+  }
+
+  // A table cell holding a score: rounded text, the exact value on hover.
+  function scoreCell(value) {
+    const text = score(value);
+    return el("td", { class: "num", title: text && String(value) !== text ? String(value) : "" }, text);
+  }
+
+  return { ApiError, request, upload, withRetries, sleep, listOf, when, el, score, scoreCell };
 })();

@@ -2,7 +2,7 @@
 "use strict";
 
 (() => {
-  const { request, listOf, when, el } = Api;
+  const { request, listOf, when, el, score, scoreCell } = Api;
   const message = document.getElementById("message");
   const FINISHED = new Set(["completed", "failed", "cancelled"]);
 
@@ -13,14 +13,14 @@
       const { body } = await request("GET", "/api/jobs/" + (status ? `?status=${encodeURIComponent(status)}` : ""));
       const jobs = listOf(body, "jobs");
       tbody.replaceChildren(...jobs.map((job) => el("tr", { "data-job-id": job.job_id || job.id },
-        el("td", {}, el("code", {}, (job.job_id || job.id).slice(0, 12))),
+        el("td", {}, el("a", { href: `/jobs/${job.job_id || job.id}/`, title: "details and logs" },
+          el("code", {}, (job.job_id || job.id).slice(0, 8)))),
         el("td", { class: "status" }, job.status),
-        el("td", {}, job.submission_status || ""),
-        el("td", {}, job.score === null || job.score === undefined ? "" : String(job.score)),
-        el("td", {}, el("code", {}, (job.submission_id || "").slice(0, 12))),
+        el("td", { class: "wide" }, job.submission_status || ""),
+        scoreCell(job.score),
+        el("td", { class: "wide" }, el("code", {}, (job.submission_id || "").slice(0, 8))),
         el("td", {}, when(job.created_at)),
-        el("td", {}, when(job.finished_at)),
-        el("td", {}, el("a", { href: `/jobs/${job.job_id || job.id}/` }, "details and logs")),
+        el("td", { class: "wide" }, when(job.finished_at)),
       )));
       message.textContent = jobs.length ? "" : "No jobs yet.";
     } catch (err) {
@@ -43,7 +43,7 @@
         document.getElementById("job-status").textContent = job.status;
         document.getElementById("job-meta").textContent =
           `submission ${job.submission_id || ""} (${job.submission_status || "?"}` +
-          (job.score === null || job.score === undefined ? "" : `, score ${job.score}`) +
+          (job.score === null || job.score === undefined ? "" : `, score ${score(job.score)}`) +
           `) · created ${when(job.created_at)}` + (job.finished_at ? ` · finished ${when(job.finished_at)}` : "");
         document.getElementById("job-error").textContent = job.error || "";
         cancel.hidden = FINISHED.has(job.status);

@@ -2,7 +2,7 @@
 "use strict";
 
 (() => {
-  const { request, listOf, when, el } = Api;
+  const { request, listOf, when, el, scoreCell } = Api;
   const form = document.getElementById("board-form");
   const message = document.getElementById("message");
 
@@ -19,7 +19,7 @@
       document.querySelector("#board tbody").replaceChildren(...rows.map((row) => el("tr", {},
         el("td", {}, String(row.rank)),
         el("td", {}, row.user ? row.user.username : ""),
-        el("td", {}, row.score === null || row.score === undefined ? "" : String(row.score)),
+        scoreCell(row.score),
         el("td", {}, el("code", {}, (row.submission_id || "").slice(0, 12))),
         el("td", {}, when(row.completed_at)),
       )));

@@ -2,7 +2,7 @@
 "use strict";
 
 (() => {
-  const { request, listOf, when, el } = Api;
+  const { request, listOf, when, el, score, scoreCell } = Api;
   const $ = (id) => document.getElementById(id);
   const message = $("message");
   const panel = $("claim-panel");
@@ -25,7 +25,7 @@
           el("td", {}, row.owner ? row.owner.username : ""),
           el("td", {}, row.question_id || ""),
           el("td", {}, row.skill || ""),
-          el("td", {}, row.score === null || row.score === undefined ? "" : String(row.score)),
+          scoreCell(row.score),
           el("td", {}, when(row.created_at)),
           el("td", { class: "claim" }, holder),
           el("td", {}, el("button", { type: "button", class: "claim-button", onclick: () => claim(id) }, "Claim")),
@@ -62,7 +62,7 @@
     try {
       const { body } = await request("GET", `/api/review/submissions/${id}/`);
       $("detail-status").textContent = body.status + (body.status_reason ? `: ${body.status_reason}` : "") +
-        (body.score === null ? "" : ` (grader's score ${body.score})`);
+        (body.score === null ? "" : ` (grader's score ${score(body.score)})`);
       $("detail-files").replaceChildren(...body.files.map((file) => el("details", {},
         el("summary", {}, `${file.filename} · ${file.size} bytes`),
         el("pre", {}, file.text === null ? "(not shown: binary, archive or larger than 64 KiB)" : file.text),

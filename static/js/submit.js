@@ -116,7 +116,11 @@
       enqueueButton.disabled = false;
     } catch (err) {
       const failed = rows.find((row) => row.status.textContent !== "uploaded" && row.status.className !== "ok");
-      if (failed) { failed.status.textContent = "failed"; failed.status.className = "error"; }
+      if (failed) {
+        failed.status.textContent = "refused";
+        failed.status.className = "error";
+        failed.bar.classList.add("refused");
+      }
       show(err instanceof ApiError ? err.message : String(err), "error");
       await releaseReservation();
       $("start").disabled = false;
@@ -154,6 +158,18 @@
   }
   enqueueButton.addEventListener("click", enqueue);
 
+  // The job's end replaces "Job enqueued.": its outcome, the score, and what happens next.
+  function showFinished(job) {
+    const scored = Api.score(job.score) === "" ? "" : ` Score ${Api.score(job.score)}.`;
+    if (job.status === "completed" && job.submission_status === "review_pending") {
+      show(`Job completed.${scored} The submission now waits for a reviewer.`, "ok");
+    } else if (job.status === "completed") {
+      show(`Job completed.${scored}`, "ok");
+    } else {
+      show(`Job ${job.status}.${job.error ? " " + job.error : ""} See its logs.`, "error");
+    }
+  }
+
   async function followJob(jobId) {
     jobPanel.hidden = false;
     $("job-id").textContent = jobId;
@@ -162,7 +178,12 @@
       try {
         const { body } = await request("GET", `/api/jobs/${jobId}/`);
         $("job-status").textContent = body.status;
-        if (FINISHED.has(body.status)) return;
+        $("job-score").textContent = Api.score(body.score);
+        $("job-score-line").hidden = Api.score(body.score) === "";
+        if (FINISHED.has(body.status)) {
+          showFinished(body);
+          return;
+        }
       } catch (err) {
         $("job-status").textContent = `unknown (${err.message})`;
       }

@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from tests import faults
 from tests.client.proxy import FaultProxy
+from tests.factories.tokens import make_token
 from tests.factories.users import make_user
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,8 +115,7 @@ class Cli:
 
 
 def token_for(user: User) -> str:
-    token, _ = Token.objects.get_or_create(user=user)
-    return str(token.key)
+    return make_token(user)
 
 
 @pytest.fixture

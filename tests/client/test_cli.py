@@ -36,6 +36,7 @@ COMMANDS = [
     "leaderboard",
     "review",
     "schedule",
+    "token",
 ]
 
 
@@ -51,7 +52,7 @@ def test_help_lists_every_command_of_the_contract_and_the_exit_codes(cli: Cli) -
 @pytest.mark.parametrize(
     "command",
     [
-        *[[c] for c in COMMANDS if c not in ("review", "schedule")],
+        *[[c] for c in COMMANDS if c not in ("review", "schedule", "token")],
         ["review", "queue"],
         ["review", "claim"],
         ["review", "complete"],
@@ -59,6 +60,9 @@ def test_help_lists_every_command_of_the_contract_and_the_exit_codes(cli: Cli) -
         ["schedule", "list"],
         ["schedule", "show"],
         ["schedule", "cancel"],
+        ["token", "list"],
+        ["token", "create"],
+        ["token", "revoke"],
     ],
 )
 def test_every_command_has_help_with_an_example_and_json(cli: Cli, command: list[str]) -> None:

@@ -4,16 +4,16 @@ from http import HTTPStatus
 from typing import Any
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
+
+from tests.factories.tokens import make_token
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.mark.parametrize("keyword", ["Bearer", "Token", "bearer"])
 def test_token_is_accepted_with_either_keyword(keyword: str, user, api_client: APIClient) -> None:
-    token = Token.objects.create(user=user)
-    api_client.credentials(HTTP_AUTHORIZATION=f"{keyword} {token.key}")
+    api_client.credentials(HTTP_AUTHORIZATION=f"{keyword} {make_token(user)}")
     response = api_client.get("/api/me/")
     assert response.status_code == HTTPStatus.OK
     assert response.json() == {
@@ -25,8 +25,7 @@ def test_token_is_accepted_with_either_keyword(keyword: str, user, api_client: A
 
 
 def test_other_schemes_are_not_token_auth(user, api_client: APIClient) -> None:
-    token = Token.objects.create(user=user)
-    api_client.credentials(HTTP_AUTHORIZATION=f"Basic {token.key}")
+    api_client.credentials(HTTP_AUTHORIZATION=f"Basic {make_token(user)}")
     assert api_client.get("/api/me/").status_code == HTTPStatus.UNAUTHORIZED
 
 

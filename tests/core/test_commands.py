@@ -12,12 +12,11 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django_q.models import Schedule
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from apps.core.cleanup import CleanupReport, register_cleanup, unregister_cleanup
 from apps.core.exceptions import DemoAccountsDisabled
-from apps.core.models import Heartbeat
+from apps.core.models import ApiToken, Heartbeat
 from apps.core.services import demo_accounts_ensure
 from apps.core.tasks import cleanup_periodic
 
@@ -69,20 +68,38 @@ def test_periodic_cleanup_task_runs_every_kind(stale_heartbeats: None) -> None:
     assert Heartbeat.objects.filter(name="old").count() == 0
 
 
-def test_bootstrap_is_idempotent_and_prints_working_tokens(settings: Any) -> None:
+def _printed_tokens(output: str) -> dict[str, str]:
+    return {
+        line.split("username=", 1)[1].split()[0]: line.rsplit("token=", 1)[1]
+        for line in output.splitlines()
+        if "token=" in line
+    }
+
+
+def test_bootstrap_prints_fresh_working_tokens_and_revokes_the_previous_ones(
+    settings: Any,
+) -> None:
     settings.DEBUG = True
     first, second = StringIO(), StringIO()
     call_command("bootstrap", stdout=first)
     call_command("bootstrap", stdout=second)
-    assert first.getvalue() == second.getvalue()
     assert Schedule.objects.filter(name="yoyaku.cleanup").count() == 1
+    old, new = _printed_tokens(first.getvalue()), _printed_tokens(second.getvalue())
+    assert set(new) == {"demo", "reviewer", "admin"}
+    # One demo token per account however often bootstrap runs: the previous one is revoked.
+    assert ApiToken.objects.filter(name="demo").count() == 3
 
-    demo_line = next(line for line in first.getvalue().splitlines() if "username=demo" in line)
-    token = demo_line.rsplit("token=", 1)[1]
-    assert Token.objects.get(key=token).user.username == "demo"
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {new['demo']}")
     assert client.get("/api/me/").json()["username"] == "demo"
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {old['demo']}")
+    assert client.get("/api/me/").status_code == HTTPStatus.UNAUTHORIZED
+    scopes = {t.user.username: t.scope_list for t in ApiToken.objects.select_related("user")}
+    assert scopes == {
+        "demo": ["read", "submit", "host"],
+        "reviewer": ["read", "submit", "review", "host"],
+        "admin": ["read", "submit", "review", "host", "admin"],
+    }
 
 
 def test_bootstrap_refuses_demo_accounts_with_debug_off_and_creates_nothing(
@@ -93,7 +110,7 @@ def test_bootstrap_refuses_demo_accounts_with_debug_off_and_creates_nothing(
         call_command("bootstrap", stdout=StringIO())
     # Not the superuser with the published password, not a token, not even the schedules.
     assert not User.objects.exists()
-    assert not Token.objects.exists()
+    assert not ApiToken.objects.exists()
     assert not Schedule.objects.exists()
     with pytest.raises(DemoAccountsDisabled):
         demo_accounts_ensure(password="yoyaku-demo")

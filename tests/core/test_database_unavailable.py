@@ -18,6 +18,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from tests.core.test_errors import assert_error
+from tests.factories.tokens import make_token
 from tests.factories.users import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,11 +48,9 @@ def database_down() -> Iterator[None]:
 
 
 def _client_with_token() -> APIClient:
-    from rest_framework.authtoken.models import Token
-
     user = make_user(username="outage")
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token(user)}")
     return client
 
 

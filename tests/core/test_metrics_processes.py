@@ -14,12 +14,12 @@ import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from prometheus_client.multiprocess import MultiProcessCollector
-from rest_framework.authtoken.models import Token
 
 from apps.core.queue import task_broker
 from apps.jobs.models import Job, JobStatus
 from apps.submissions.models import SubmissionStatus
 from tests.factories.submissions import make_stored_submission
+from tests.factories.tokens import make_token
 from tests.metrics import TOKEN, Scrape, parse
 from tests.processes import Start, child_env, http_request, start_gunicorn, stop, wait_for
 
@@ -126,7 +126,7 @@ def test_one_request_id_follows_the_job_from_the_web_log_to_the_worker_log(
 ) -> None:
     task_broker().purge_queue()
     submission = make_stored_submission(user, status=SubmissionStatus.DRAFT, program="print(1)")
-    token = Token.objects.create(user=user).key
+    token = make_token(user)
     port, web = start_gunicorn(
         start_process, "web", workers=1, LOG_FORMAT="json", METRICS_TOKEN=TOKEN
     )

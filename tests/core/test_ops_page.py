@@ -27,13 +27,18 @@ def rows(html: str) -> dict[str, str]:
     return {label.replace("&#x27;", "'"): value for label, value in found}
 
 
-def test_anonymous_and_non_staff_users_are_sent_to_the_login(user: User) -> None:
-    assert Client().get("/ops/").status_code == HTTPStatus.FOUND
+def test_a_visitor_is_sent_to_the_login_and_a_non_staff_user_gets_a_403_page(user: User) -> None:
+    response = Client().get("/ops/")
+    assert response.status_code == HTTPStatus.FOUND
+    assert response["Location"].startswith("/accounts/login/?next=/ops/")
     client = Client()
     client.force_login(user)
     response = client.get("/ops/")
-    assert response.status_code == HTTPStatus.FOUND
-    assert response["Location"].startswith("/admin/login/")
+    assert response.status_code == HTTPStatus.FORBIDDEN
+    page = response.content.decode()
+    assert "The operations page is for staff only." in page
+    assert "alice" in page  # who is signed in, so they know why
+    assert "admin/login" not in page
 
 
 def test_staff_see_queue_gradings_watcher_lateness_and_5xx(

@@ -56,6 +56,15 @@ class CrashView(APIView):
         raise RuntimeError("boom")
 
 
+class HeaderCrashView(APIView):
+    """Fails with request data in its exception, as any code that chokes on a header would."""
+
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request) -> Response:
+        raise RuntimeError(f"unexpected X-Probe: {request.headers.get('X-Probe', '')}")
+
+
 class OnePerMinute(AnonRateThrottle):
     rate = "1/min"
     scope = "tests"
@@ -74,6 +83,7 @@ test_patterns = [
     path("admin-only/", AdminOnlyView.as_view()),
     path("domain/", DomainView.as_view()),
     path("crash/", CrashView.as_view()),
+    path("header-crash/", HeaderCrashView.as_view()),
     path("throttled/", ThrottledView.as_view()),
 ]
 

@@ -390,15 +390,25 @@ def no_isolation(settings: Any) -> Any:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture
+def staff_session(staff_user: User) -> Any:
+    """/healthz shows the grader's details to staff (or with the metrics token) only."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(staff_user)
+    return client
+
+
 def test_without_isolation_and_debug_off_nothing_is_graded(
-    user: User, settings: Any, no_isolation: None, client: Any
+    user: User, settings: Any, no_isolation: None, staff_session: Any
 ) -> None:
     submission, job = _grade(user, GOOD)
 
     assert submission.status == SubmissionStatus.FAILED
     assert "grades nothing without isolation" in submission.status_reason
     assert job.logs == ""
-    body = client.get("/healthz").json()
+    body = staff_session.get("/healthz").json()
     assert body["status"] == "degraded"
     assert body["grader"]["isolation"] == "none"
     assert body["grader"]["grading"] == "refused"
@@ -406,20 +416,20 @@ def test_without_isolation_and_debug_off_nothing_is_graded(
 
 @pytest.mark.parametrize("switch", ["DEBUG", "GRADING_ALLOW_UNSANDBOXED"])
 def test_unsandboxed_grading_only_when_asked_and_loudly(
-    user: User, settings: Any, no_isolation: None, switch: str, client: Any
+    user: User, settings: Any, no_isolation: None, switch: str, staff_session: Any
 ) -> None:
     setattr(settings, switch, True)
     submission, job = _grade(user, GOOD)
 
     assert submission.status == SubmissionStatus.COMPLETED
     assert job.logs.startswith("[yoyaku] WARNING: graded WITHOUT isolation.")
-    grader = client.get("/healthz").json()["grader"]
+    grader = staff_session.get("/healthz").json()["grader"]
     assert grader["isolation"] == "none"
     assert "warning" in grader
 
 
-def test_healthz_reports_isolation_and_limits(client: Any, settings: Any) -> None:
-    body = client.get("/healthz").json()
+def test_healthz_reports_isolation_and_limits(staff_session: Any, settings: Any) -> None:
+    body = staff_session.get("/healthz").json()
 
     assert body["grader"]["isolation"] == "bubblewrap"
     assert body["grader"]["limits"]["memory_bytes"] == settings.GRADING_MEMORY_LIMIT

@@ -6,10 +6,7 @@ host what a report cannot show (uids, survivors, the database, other gradings' r
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
-import shutil
 import socket
 import subprocess
 import sys
@@ -17,7 +14,7 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +35,11 @@ from tests.grading.sandboxes import (
     real_effective_saved_uids,
     sandbox_processes,
 )
+from tests.grading.workers import GOOD, REPORT, Grade, grade_as_root_worker, read_report
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(settings.BASE_DIR)
-UNPRIVILEGED_UID = 61234
-REPORT = """
-import json
-def report(found, **extra):
-    print("REPORT " + json.dumps({"found": found, **extra}), flush=True)
-"""
-GOOD = "open('metrics.json', 'w').write('{\"score\": 2}')\nreport([])\n"
 
 
 @pytest.fixture(autouse=True)
@@ -56,99 +47,9 @@ def _sandbox(sandbox_settings: Any) -> None:
     """bubblewrap with small limits (tests/review/conftest.py)."""
 
 
-@pytest.fixture
-def canary(monkeypatch: pytest.MonkeyPatch) -> str:
-    """A secret in the worker's environment, the way SECRET_KEY and DATABASE_URL are."""
-    value = "canary-" + secrets.token_hex(16)
-    monkeypatch.setenv("YOYAKU_TEST_SECRET", value)
-    return value
-
-
-def _report(logs: str) -> dict[str, Any]:
-    for line in logs.splitlines():
-        if line.startswith("REPORT "):
-            report: dict[str, Any] = json.loads(line[len("REPORT ") :])
-            return report
-    raise AssertionError(f"the program did not report:\n{logs[-2000:]}")
-
-
-# --- Two workers: root through grade_job, an unprivileged uid through the isolation package ---
-
-Grade = Callable[..., tuple[str, str]]
-
-
-def _grade_as_root_worker(user: User, program: str, config: dict[str, Any]) -> tuple[str, str]:
-    submission = make_stored_submission(
-        user, program=REPORT + textwrap.dedent(program), config=json.dumps(config).encode()
-    )
-    job = make_job(submission)
-    grade_job(job.pk)
-    submission.refresh_from_db()
-    job.refresh_from_db()
-    return submission.status, job.logs
-
-
-def _grade_as_unprivileged_worker(program: str, config: dict[str, Any]) -> tuple[str, str]:
-    """The same sandbox run by a worker whose uid is not root: the isolation package's own
-    command (`python -m apps.grading.isolation run`), as that uid, with the system Python."""
-    files = Path(tempfile.mkdtemp(prefix="yoyaku-test-files-"))
-    try:
-        (files / "main.py").write_text(REPORT + textwrap.dedent(program))
-        (files / "config.yaml").write_text(json.dumps(config))
-        for path in [files, *files.iterdir()]:
-            path.chmod(0o755)
-        limits = {
-            "wall_seconds": float(settings.GRADING_TIMEOUT),
-            "cpu_seconds": int(settings.GRADING_TIMEOUT),
-            "memory_bytes": int(settings.GRADING_MEMORY_LIMIT),
-            "file_bytes": int(settings.GRADING_SCRATCH_SIZE),
-            "scratch_bytes": int(settings.GRADING_SCRATCH_SIZE),
-            "output_bytes": int(settings.GRADING_MAX_OUTPUT),
-        }
-        completed = subprocess.run(
-            [
-                "/usr/bin/python3",
-                "-m",
-                "apps.grading.isolation",
-                "run",
-                f"--files={files}",
-                f"--limits={json.dumps(limits)}",
-                "--",
-                "main.py",
-                "config.yaml",
-            ],
-            cwd=ROOT,
-            env={"PYTHONPATH": str(ROOT), "YOYAKU_TEST_SECRET": os.environ["YOYAKU_TEST_SECRET"]},
-            user=UNPRIVILEGED_UID,
-            group=UNPRIVILEGED_UID,
-            extra_groups=[],
-            capture_output=True,
-            timeout=60,
-            check=True,
-        )
-    finally:
-        shutil.rmtree(files, ignore_errors=True)
-    outcome = json.loads(completed.stdout)
-    ok = outcome["exit_code"] == 0 and not (
-        outcome["error"] or outcome["timed_out"] or outcome["metrics_problem"]
-    )
-    return ("completed" if ok else "failed"), outcome["logs"]
-
-
-@pytest.fixture(params=["root-worker", "unprivileged-worker"])
-def grade(request: pytest.FixtureRequest, user: User, canary: str) -> Grade:
-    if request.param == "root-worker":
-        if os.geteuid() != 0:
-            pytest.skip("this process is not root")
-        return lambda program, config=None: _grade_as_root_worker(user, program, config or {})
-    if os.geteuid() != 0:
-        pytest.skip("switching to another uid needs root")
-    return lambda program, config=None: _grade_as_unprivileged_worker(program, config or {})
-
-
 def _assert_nothing(grade: Grade, program: str, config: dict[str, Any] | None = None) -> None:
     _, logs = grade(program, config)
-    report = _report(logs)
+    report = read_report(logs)
     assert report["found"] == [], report
 
 
@@ -173,7 +74,7 @@ def test_no_secret_in_any_process_environment_or_command_line(grade: Grade, cana
     report(found, pids=sorted(pids), environ1=open("/proc/1/environ", "rb").read().decode())
     """
     _, logs = grade(program)
-    report = _report(logs)
+    report = read_report(logs)
 
     assert report["found"] == []
     assert canary not in logs
@@ -307,7 +208,7 @@ def test_no_privilege_inside_and_no_root_process_on_the_host(grade: Grade) -> No
     finally:
         stop.set()
         sampler.join()
-    report = _report(logs)
+    report = read_report(logs)
 
     assert report["found"] == []
     assert report["resuid"] == [1000, 1000, 1000]
@@ -353,7 +254,7 @@ def test_the_worker_cannot_be_signalled_or_traced(grade: Grade) -> None:
     """
     status, logs = grade(program, {"worker": os.getpid()})
 
-    assert _report(logs)["found"] == []
+    assert read_report(logs)["found"] == []
     assert status == SubmissionStatus.FAILED  # it killed its own runner, nothing else
     assert grade(GOOD)[0] == "completed"
 
@@ -405,7 +306,7 @@ def test_writing_ten_gib_stops_at_the_scratch_limit(grade: Grade) -> None:
     report([] if written < 10 * 1024**3 else ["wrote 10 GiB"], written=written, error=error)
     """
     _, logs = grade(program)
-    report = _report(logs)
+    report = read_report(logs)
 
     assert report["found"] == []
     assert report["written"] <= settings.GRADING_SCRATCH_SIZE
@@ -469,12 +370,12 @@ def test_metrics_that_is_not_a_regular_file_fails_fast(grade: Grade, kind: str) 
 def test_out_of_range_and_infinite_scores_go_to_review(user: User, settings: Any) -> None:
     settings.GRADING_SCORE_MAX = 100
     for score in ("1e308", "Infinity", "1" + "0" * 400, "NaN"):
-        status, _ = _grade_as_root_worker(
+        status, _ = grade_as_root_worker(
             user, f"open('metrics.json', 'w').write('{{\"score\": {score}}}')\nreport([])", {}
         )
         assert status == SubmissionStatus.REVIEW_PENDING, score
     settings.GRADING_SCORE_MIN = 0
-    status, _ = _grade_as_root_worker(
+    status, _ = grade_as_root_worker(
         user, "open('metrics.json', 'w').write('{\"score\": -3}')\nreport([])", {}
     )
     assert status == SubmissionStatus.REVIEW_PENDING
@@ -514,7 +415,7 @@ def test_concurrent_gradings_cannot_see_or_forge_each_other(user: User) -> None:
     victim, attacker = (Submission.objects.get(pk=s.pk) for s in submissions)
     assert (victim.status, victim.score) == (SubmissionStatus.COMPLETED, 0.25)
     assert (attacker.status, attacker.score) == (SubmissionStatus.COMPLETED, 0.5)
-    report = _report(Job.objects.get(pk=jobs[1].pk).logs)
+    report = read_report(Job.objects.get(pk=jobs[1].pk).logs)
     assert report["found"] == []
 
 
@@ -533,9 +434,9 @@ def test_the_database_and_other_submissions_are_untouched(user: User, other_user
     report(found)
     """
     database = str(settings.DATABASES["default"]["NAME"])
-    _, logs = _grade_as_root_worker(user, program, {"database": database})
+    _, logs = grade_as_root_worker(user, program, {"database": database})
 
-    assert _report(logs)["found"] == []
+    assert read_report(logs)["found"] == []
     user.refresh_from_db()
     assert not user.is_staff
     assert not user.is_superuser
@@ -557,7 +458,7 @@ def test_sandbox_pid_namespace_is_not_the_workers(user: User) -> None:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        _grade_as_root_worker(
+        grade_as_root_worker(
             user, "import subprocess\nsubprocess.run(['/bin/sleep', '4.2424'])\nreport([])", {}
         )
     finally:

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from apps.jobs.models import ACTIVE_JOB_STATUSES, IdempotencyKey, Job
@@ -24,6 +23,7 @@ from apps.quotas.selectors import reservation_active_q
 from apps.submissions.models import Submission, SubmissionStatus
 from tests.concurrency import run_concurrently
 from tests.factories.submissions import make_graded_submission, make_submission
+from tests.factories.tokens import make_token
 from tests.factories.users import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,9 +32,8 @@ N = 50
 
 
 def _client(user: User) -> APIClient:
-    token, _ = Token.objects.get_or_create(user=user)
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token(user)}")
     return client
 
 

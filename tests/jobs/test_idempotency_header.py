@@ -15,12 +15,12 @@ import pytest
 import time_machine
 from django.contrib.auth.models import User
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from apps.jobs.models import IdempotencyKey, Job
 from apps.jobs.services import idempotency_fingerprint
 from apps.submissions.models import Submission
 from tests.factories.submissions import make_submission
+from tests.factories.tokens import make_token
 
 pytestmark = pytest.mark.django_db
 
@@ -50,7 +50,7 @@ def _raw_submit(base_url: str, token: str, body: dict[str, Any], keys: list[str]
 
 @pytest.mark.django_db(transaction=True)
 def test_two_header_lines_are_refused_not_joined_into_one_key(user: User, live_server: Any) -> None:
-    token = Token.objects.create(user=user).key
+    token = make_token(user)
     first, second = make_submission(owner=user), make_submission(owner=user)
 
     status, headers, body = _raw_submit(

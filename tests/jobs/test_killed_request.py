@@ -15,12 +15,12 @@ import pytest
 import time_machine
 from django.db import connection
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from apps.jobs.models import IdempotencyKey, Job
 from apps.jobs.services import idempotency_fingerprint
 from tests.factories.submissions import make_submission
+from tests.factories.tokens import make_token
 from tests.factories.users import make_user
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -80,9 +80,8 @@ def test_claim_of_a_killed_process_is_taken_over_after_the_lock_timeout(settings
             claimer.stdout.close()
     assert claimer.returncode == -signal.SIGKILL
 
-    token, _ = Token.objects.get_or_create(user=user)
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token(user)}")
     body = {"submission_id": submission.pk, "idempotency_key": "ci-build-1"}
 
     busy = client.post("/api/jobs/", body, format="json")

@@ -17,6 +17,7 @@ from apps.review.services import review_claim, review_complete
 from apps.submissions.models import SubmissionStatus
 from tests.concurrency import run_concurrently
 from tests.factories.submissions import make_stored_submission
+from tests.factories.tokens import make_token
 
 
 @pytest.mark.django_db(transaction=True)
@@ -45,10 +46,9 @@ def test_ten_threads_through_the_api_exactly_one_200_per_reviewer_pair(
     user: User, reviewer: User, other_reviewer: User, live_server: Any
 ) -> None:
     import httpx
-    from rest_framework.authtoken.models import Token
 
     submission = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
-    tokens = [Token.objects.create(user=u).key for u in (reviewer, other_reviewer)]
+    tokens = [make_token(u) for u in (reviewer, other_reviewer)]
     url = f"{live_server.url}/api/review/submissions/{submission.pk}/claim/"
 
     def claim(i: int) -> tuple[int, int]:

@@ -380,7 +380,8 @@ def test_schema_documents_every_error_status(api_client: APIClient) -> None:
         documented = set(schema["paths"][base + action]["post"]["responses"])
         assert documented == statuses | booking, action
     leaderboard = set(schema["paths"]["/api/leaderboard/"]["get"]["responses"])
-    assert leaderboard == {"200", "400", "401"} | booking
+    # 403: a token without the `read` scope.
+    assert leaderboard == {"200", "400", "401", "403"} | booking
 
 
 def test_a_reviewer_reads_the_files_output_and_attempts_before_a_verdict(

@@ -13,13 +13,13 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from apps.quotas.models import QuotaPolicy
 from apps.submissions.models import Submission, SubmissionFile
 from apps.submissions.services import submission_draft_delete
 from tests.concurrency import run_concurrently
+from tests.factories.tokens import make_token
 from tests.submissions.conftest import add_file, create_submission
 
 pytestmark = pytest.mark.django_db
@@ -133,7 +133,7 @@ def _declare_only(base_url: str, token: str, path: str, length: int) -> tuple[in
 def test_declared_lengths_beyond_the_bounds_are_refused_before_the_body_is_read(
     user: User, user_client: APIClient, settings: Any, live_server: Any
 ) -> None:
-    token = Token.objects.get_or_create(user=user)[0].key
+    token = make_token(user)
     status, body = _declare_only(live_server.url, token, "/api/submissions/", 50 * 1024**3)
     assert (status, body["code"]) == (HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request_too_large")
 

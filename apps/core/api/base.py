@@ -6,6 +6,12 @@ selector with the typed `self.user`, and answer through an output serializer
 (`self.respond(...)`), which is also what the schema documents. Object ownership is the
 selectors' (`apps.core.selectors.owned_get`: another user's object → 403 `permission_denied`,
 never its data); reviewer-only views set `permission_classes = [IsReviewer]`.
+
+Token scopes are checked here for every view, deny by default: a request authenticated by an
+API token runs only when the token holds the view's scope for it (`scope_for`: `read` for a
+safe method, `submit` for any other, unless the view declares `token_scopes` per method or
+overrides `scope_for`), else 403 `insufficient_scope`. Sessions, passwords and the platform's
+own self-calls carry no scopes.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from rest_framework.views import APIView
 from apps.core.api.parsers import BoundedJSONParser
 from apps.core.exceptions import InvalidRequest
 from apps.core.handlers import validation_fields, validation_message
+from apps.core.models import ApiToken
 from apps.core.permissions import NotReviewer, user_is_reviewer
+from apps.core.scopes import call_scope, method_scope, scopes_require
 
 Serializer = serializers.BaseSerializer[Any]
 
@@ -75,6 +83,43 @@ class ApiView(APIView):
     #: The error a body that fails validation raises (a more specific code where the SPEC
     #: names one, e.g. `invalid_schedule`).
     invalid_input_error: ClassVar[type[InvalidRequest]] = InvalidRequest
+    #: The scope a token needs, per HTTP method ("*" for every method); a method not named
+    #: here derives its scope (`read` for GET/HEAD/OPTIONS, `submit` for any other).
+    token_scopes: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def scope_for(cls, method: str, body: Any = None) -> str | None:
+        """The scope a token needs for `method` on this view (None: none, the view is open).
+        `body` is the request's parsed body where a view's scope depends on it (it may be
+        anything a client sent)."""
+        method = method.upper()
+        return cls.token_scopes.get(method) or cls.token_scopes.get("*") or method_scope(method)
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        if isinstance(request.auth, ApiToken):
+            scope = self.scope_for(request.method or "GET")
+            if scope is not None:
+                self.scope_require(scope)
+
+    @property
+    def token(self) -> ApiToken | None:
+        """The API token that authenticated the request (None for a session or password)."""
+        auth = self.request.auth
+        return auth if isinstance(auth, ApiToken) else None
+
+    def scope_require(self, scope: str) -> None:
+        """InsufficientScope (403) unless the request's token holds `scope` (no token: no
+        scope limit)."""
+        token = self.token
+        if token is not None:
+            scopes_require(token, scope)
+
+    def scope_require_for_call(self, *, method: str, path: str, body: Any = None) -> None:
+        """For a request the platform will make later as this user (a Life's action, a header
+        booking): the token must hold the scope that request's view needs."""
+        if self.token is not None:
+            self.scope_require(call_scope(method=method, path=path, body=body))
 
     @property
     def user(self) -> AbstractBaseUser:
@@ -127,6 +172,10 @@ class ApiView(APIView):
 
 
 class PublicApiView(ApiView):
-    """An API view open without authentication (the index, the leaderboard while public)."""
+    """An API view open without authentication (the index): no scope needed either."""
 
     permission_classes = [AllowAny]
+
+    @classmethod
+    def scope_for(cls, method: str, body: Any = None) -> str | None:
+        return None

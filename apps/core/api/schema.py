@@ -20,7 +20,8 @@ from apps.core.api.serializers import ErrorSerializer
 _DESCRIPTIONS = {
     400: "Invalid request (`invalid_request` with `fields`, or a more specific code).",
     401: "Not authenticated (`not_authenticated`, `authentication_failed`).",
-    403: "Another user's object, or not allowed (`permission_denied`).",
+    403: "Another user's object, or not allowed (`permission_denied`); a token without the "
+    "operation's scope (`insufficient_scope`).",
     404: "Not found (`not_found`).",
     406: "Too late (`too_late`).",
     409: "Conflict with the object's current state.",
@@ -40,11 +41,12 @@ def error_response(status: int, description: str | None = None) -> OpenApiRespon
 def error_responses(*statuses: int, **descriptions: str) -> dict[int, Any]:
     """`{status: OpenApiResponse(ErrorSerializer)}` for `@extend_schema(responses=...)`.
 
-    401 is always included. `descriptions` override by `_<status>`: `_409="... codes ..."`.
+    401 and 403 (a token outside its scopes: `insufficient_scope`) are always included.
+    `descriptions` override by `_<status>`: `_409="... codes ..."`.
     """
     return {
         status: error_response(status, descriptions.get(f"_{status}"))
-        for status in sorted({401, *statuses})
+        for status in sorted({401, 403, *statuses})
     }
 
 

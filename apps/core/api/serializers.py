@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.core.permissions import user_is_reviewer
+from apps.core.scopes import SCOPE_ORDER
 
 
 class UserSerializer(serializers.Serializer[Any]):
@@ -64,3 +65,58 @@ class ApiIndexSerializer(serializers.Serializer[Any]):
     docs = serializers.URLField()
     health = serializers.URLField()
     collections = serializers.DictField(child=ApiCollectionSerializer())
+
+
+class ScopesField(serializers.ListField):
+    child = serializers.ChoiceField(choices=[(s, s) for s in SCOPE_ORDER])
+
+
+class TokenCreateInputSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(max_length=100, help_text="Unique among your tokens.")
+    scopes = ScopesField(
+        required=False,
+        allow_empty=False,
+        min_length=1,
+        max_length=len(SCOPE_ORDER) * 2,
+        help_text="Default `submit read`. Only scopes your account may hold; a token creating a "
+        "token may give only scopes it holds.",
+    )
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="ISO 8601; null: never expires."
+    )
+
+    def validate_name(self, value: str) -> str:
+        if not value.isprintable() or value != value.strip():
+            raise serializers.ValidationError(
+                "Printable characters only, without leading or trailing spaces."
+            )
+        return value
+
+
+class TokenOutputSerializer(serializers.Serializer[Any]):
+    """A token without its secret (the list): the secret is shown only at creation."""
+
+    id = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    scopes = serializers.ListField(
+        child=serializers.CharField(), read_only=True, source="scope_list"
+    )
+    created_at = serializers.DateTimeField(read_only=True)
+    expires_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    last_used_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+
+class TokenCreatedSerializer(serializers.Serializer[Any]):
+    """`POST /api/tokens/`: the only answer that holds `token`."""
+
+    id = serializers.CharField(read_only=True, source="api_token.id")
+    name = serializers.CharField(read_only=True, source="api_token.name")
+    scopes = serializers.ListField(
+        child=serializers.CharField(), read_only=True, source="api_token.scope_list"
+    )
+    expires_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, source="api_token.expires_at"
+    )
+    token = serializers.CharField(
+        read_only=True, help_text="The secret: shown this once, stored only as a hash."
+    )

@@ -2,7 +2,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse
+from django.utils.cache import patch_vary_headers
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
 from rest_framework.request import Request
@@ -12,6 +15,7 @@ from apps.core.api.base import ApiView, PublicApiView
 from apps.core.api.schema import error_responses
 from apps.core.api.serializers import ApiIndexSerializer, MeSerializer
 from apps.core.health import health_report
+from apps.core.ops import metrics_token_sent
 
 
 class MeApi(ApiView):
@@ -25,6 +29,7 @@ class MeApi(ApiView):
 # The collections of the API, each with what it holds (SPEC §10: `GET /api/` is an index).
 API_COLLECTIONS = {
     "me": ("me/", "the authenticated user"),
+    "tokens": ("tokens/", "your API tokens: create (scoped, optional expiry), list, revoke"),
     "submissions": ("submissions/", "multi-file submissions, one file per request"),
     "jobs": ("jobs/", "grading jobs: create with an idempotency key, list, logs, cancel"),
     "quotas": ("quotas/me/", "your limits and usage"),
@@ -73,7 +78,25 @@ class ApiNotFound(PublicApiView):
         raise exceptions.NotFound(f"No API endpoint at {request.path}.")
 
 
+def healthz_details_allowed(request: HttpRequest) -> bool:
+    """Whether `/healthz` may show the grader's details (interpreter, limits, isolation): with
+    DEBUG on, to a staff session, or with `Authorization: Bearer <METRICS_TOKEN>`. A wrong or
+    missing token is no error: the probe still gets the public report."""
+    if settings.DEBUG or metrics_token_sent(request):
+        return True
+    try:
+        user = getattr(request, "user", None)
+        return bool(user is not None and user.is_active and user.is_staff)
+    except DatabaseError:
+        # The session cannot be read while the database is down; the report says so anyway.
+        return False
+
+
 def healthz(request: HttpRequest) -> JsonResponse:
-    """No auth. 200 while the database answers (degraded if anything else is missing)."""
-    database_up, body = health_report()
-    return JsonResponse(body, status=200 if database_up else 503)
+    """No auth. 200 while the database answers (degraded if anything else is missing). The
+    grader's details only for `healthz_details_allowed`; never stored by a shared cache."""
+    database_up, body = health_report(details=healthz_details_allowed(request))
+    response = JsonResponse(body, status=200 if database_up else 503)
+    response["Cache-Control"] = "no-store"
+    patch_vary_headers(response, ("Authorization", "Cookie"))
+    return response

@@ -12,6 +12,7 @@ from apps.grading.isolation.bubblewrap import bwrap_path
 from apps.grading.isolation.limits import Limits
 from apps.grading.isolation.run import BUBBLEWRAP, NONE, run_program
 from apps.grading.isolation.scratch import input_folder, input_folder_hand_over
+from apps.grading.isolation.seccomp import seccomp_problem
 
 _PROBE_PROGRAM = "open('metrics.json', 'w').write('{\"score\": 1}')\n"
 _PROBE_LIMITS = Limits(
@@ -77,6 +78,10 @@ def isolation_probe(python: str, readonly_paths: tuple[str, ...] = ()) -> Probe:
     bwrap = bwrap_path()
     if bwrap is None:
         return Probe(NONE, "bubblewrap (bwrap) is not installed.")
+    # The filter is part of the sandbox: without it this host cannot sandbox.
+    problem = seccomp_problem()
+    if problem:
+        return Probe(NONE, problem, bwrap=bwrap)
     with input_folder() as folder:
         Path(folder, "probe.py").write_text(_PROBE_PROGRAM)
         input_folder_hand_over(folder, isolation=BUBBLEWRAP)

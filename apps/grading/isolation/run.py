@@ -27,6 +27,8 @@ from apps.grading.isolation.limits import (
     PYTHON_FLAGS,
     Limits,
 )
+from apps.grading.isolation.metrics_file import read_metrics_file
+from apps.grading.isolation.surface import SeccompUnavailable, sandbox_surface
 
 BUBBLEWRAP = "bubblewrap"
 NONE = "none"
@@ -175,7 +177,13 @@ def run_program(
                 "--",
                 bwrap,
             ]
-        with _input_files(input_dir) as (files, folders, size):
+        with _input_files(input_dir) as (files, folders, size), contextlib.ExitStack() as stack:
+            try:  # the seccomp filter and the /proc masks: no sandbox runs without them
+                surface = stack.enter_context(sandbox_surface(limits))
+            except SeccompUnavailable as error:
+                return Outcome(
+                    exit_code=None, timed_out=False, logs="", wall_seconds=0.0, error=str(error)
+                )
             if size > limits.scratch_bytes:
                 return Outcome(
                     exit_code=COPY_FAILED,
@@ -186,17 +194,20 @@ def run_program(
                 )
             return _run_bubblewrap(
                 launcher=launcher,
-                options=bwrap_argv(
-                    input_dir=input_dir,
-                    limits=limits,
-                    readonly_paths=readonly_paths,
-                    files=files,
-                    folders=folders,
-                ),
+                options=[
+                    *bwrap_argv(
+                        input_dir=input_dir,
+                        limits=limits,
+                        readonly_paths=readonly_paths,
+                        files=files,
+                        folders=folders,
+                    ),
+                    *surface.args,
+                ],
                 command=runner_argv(python=python, program=program, limits=limits),
                 limits=limits,
                 started=started,
-                extra_fds=tuple(f.fd for f in files or ()),
+                extra_fds=(*(f.fd for f in files or ()), *surface.fds),
                 on_output=on_output,
             )
     if isolation == NONE:
@@ -499,20 +510,3 @@ def _run_unisolated(
     if not (timed_out or exceeded):
         outcome.metrics, outcome.metrics_problem = read_metrics_file(cwd / METRICS_FILE)
     return outcome
-
-
-def read_metrics_file(path: Path) -> tuple[bytes | None, str]:
-    """A regular file's bytes (never following a link, never blocking on a FIFO), capped."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None, ""
-    except OSError:
-        return None, "metrics.json is not a regular file."
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None, "metrics.json is not a regular file."
-        raw = handle.read(MAX_METRICS_BYTES + 1)
-    if len(raw) > MAX_METRICS_BYTES:
-        return None, f"metrics.json is larger than {MAX_METRICS_BYTES} bytes."
-    return raw, ""

@@ -12,8 +12,14 @@ from rest_framework.response import Response
 
 from apps.core.api.base import ApiView, IsReviewer
 from apps.core.api.schema import error_responses
+from apps.core.scopes import Scope
 from apps.review import selectors, services
 from apps.review.api import serializers as s
+
+# The review API needs the `review` scope for every method (its reads too); a regrade is a
+# staff action (`admin`).
+REVIEW_SCOPE = {"*": Scope.REVIEW.value}
+ADMIN_SCOPE = {"*": Scope.ADMIN.value}
 
 _CLAIMED = "`already_claimed` (another reviewer holds a live claim; the body has `claimed_by` "
 _CLAIMED += "and `claim_expires_at`), `own_submission` (you own it) or `invalid_transition` "
@@ -25,6 +31,7 @@ class ReviewDetailApi(ApiView):
     output and every grading attempt. Reviewers only."""
 
     permission_classes = [IsReviewer]
+    token_scopes = REVIEW_SCOPE
 
     @extend_schema(
         responses={200: s.ReviewDetailSerializer, **error_responses(403, 404)},
@@ -39,6 +46,7 @@ class ReviewQueueApi(ApiView):
     """review_pending submissions: unclaimed or expired first, oldest first. Reviewers only."""
 
     permission_classes = [IsReviewer]
+    token_scopes = REVIEW_SCOPE
 
     @extend_schema(
         parameters=[s.QueueQuerySerializer],
@@ -55,6 +63,8 @@ class ReviewQueueApi(ApiView):
 
 
 class ReviewClaimApi(ApiView):
+    token_scopes = REVIEW_SCOPE
+
     @extend_schema(
         request=None,
         responses={200: s.ClaimOutputSerializer, **error_responses(403, 404, 409, _409=_CLAIMED)},
@@ -66,6 +76,8 @@ class ReviewClaimApi(ApiView):
 
 
 class ReviewClaimExtendApi(ApiView):
+    token_scopes = REVIEW_SCOPE
+
     @extend_schema(
         request=None,
         responses={
@@ -86,6 +98,8 @@ class ReviewClaimExtendApi(ApiView):
 
 
 class ReviewClaimReleaseApi(ApiView):
+    token_scopes = REVIEW_SCOPE
+
     @extend_schema(
         request=None,
         responses={
@@ -101,6 +115,8 @@ class ReviewClaimReleaseApi(ApiView):
 
 
 class ReviewCompleteApi(ApiView):
+    token_scopes = REVIEW_SCOPE
+
     @extend_schema(
         request=s.CompleteInputSerializer,
         responses={
@@ -133,6 +149,8 @@ class ReviewCompleteApi(ApiView):
 class SubmissionRegradeApi(ApiView):
     """Staff: completed/failed → pending with a new job (free; the owner's concurrent limit
     holds)."""
+
+    token_scopes = ADMIN_SCOPE
 
     @extend_schema(
         request=None,

@@ -24,8 +24,23 @@ from apps.schedule.topics import topic_names
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
+# One case of each method in the schema: generated clients make an enum of it, and an enum
+# whose values differ only in case has duplicate member names (openapi-python-client refuses
+# the schema). The pattern still admits the lower case that older clients send.
+_METHOD_PATTERN = "^(" + "|".join([*METHODS, *(m.lower() for m in METHODS)]) + ")$"
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "pattern": _METHOD_PATTERN,
+        "description": f"An HTTP method: {', '.join(METHODS)} (or the same in lower case).",
+        "example": "POST",
+    }
+)
 class MethodField(serializers.ChoiceField):
-    """An HTTP method in upper or lower case (the seed's examples use both), stored upper."""
+    """An HTTP method in upper or lower case (both are in use by existing clients), stored
+    upper."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(choices=[*METHODS, *(m.lower() for m in METHODS)], **kwargs)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from http import HTTPStatus
+from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
@@ -26,9 +28,23 @@ from apps.schedule.exceptions import InvalidSchedule
 from apps.schedule.models import Plan
 from apps.schedule.services import life_book, life_cancel, life_change
 from apps.schedule.task_runs import task_run_create
+from apps.schedule.topics import topic_get
 
 _400 = "`invalid_schedule` with `fields` (bad type, time, action, host, term length)."
 _409_CREATE = "`resource_conflict` (overlapping Life of the resource) or `life_exists`."
+
+
+def _actions_scope_require(view: ApiView, data: dict[str, Any]) -> None:
+    """A token books only the calls it could make itself: each action's target view's scope
+    (a Life's calls later run as its owner without the token)."""
+    for kind in ("birth", "death"):
+        action = data.get(kind) or data.get(f"{kind}_action")
+        if isinstance(action, dict):
+            view.scope_require_for_call(
+                method=str(action.get("method") or "POST"),
+                path=str(action.get("path") or ""),
+                body=action.get("body"),
+            )
 
 
 class LifeListCreateApi(ApiView):
@@ -65,6 +81,7 @@ class LifeListCreateApi(ApiView):
     def post(self, request: Request) -> Response:
         data = self.body(LifeCreateInputSerializer)
         spec = life_spec_build(data)
+        _actions_scope_require(self, {"birth": spec.birth_action, "death": spec.death_action})
         result = life_book(user=self.user, spec=spec, life_uuid=data.get("life_uuid"))
         life = selectors.life_detail(life_uuid=result.life.life_uuid, user=self.user)
         status = HTTPStatus.CREATED if result.created else HTTPStatus.OK
@@ -105,6 +122,7 @@ class LifeDetailApi(ApiView):
         # service by name, never silently dropped.
         if isinstance(request.data, dict):
             data.update({k: v for k, v in request.data.items() if k not in data})
+        _actions_scope_require(self, data)
         life_change(user=self.user, life_uuid=life_uuid, data=data)
         life = selectors.life_detail(life_uuid=life_uuid, user=self.user)
         return self.respond(LifeDetailOutputSerializer, life)
@@ -128,6 +146,17 @@ class LifeDetailApi(ApiView):
 
 
 class TaskCreateApi(ApiView):
+    @classmethod
+    def scope_for(cls, method: str, body: Any = None) -> str | None:
+        """The topic's scope (`admin` for a staff-only topic), `submit` otherwise."""
+        if isinstance(body, str | bytes):
+            try:
+                body = json.loads(body)
+            except (ValueError, RecursionError):
+                body = None
+        topic = topic_get(str(body.get("topic"))) if isinstance(body, dict) else None
+        return topic.scope if topic is not None else super().scope_for(method, body)
+
     @extend_schema(
         operation_id="schedule_tasks_create",
         request=TaskInputSerializer,
@@ -148,6 +177,7 @@ class TaskCreateApi(ApiView):
     )
     def post(self, request: Request) -> Response:
         data = self.body(TaskInputSerializer)
+        self.scope_require(self.scope_for("POST", data) or "submit")
         key = request.auth.webhook_id if isinstance(request.auth, Plan) else None
         result = task_run_create(
             user=self.user, topic=data["topic"], content=data["content"], key=key
