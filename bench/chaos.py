@@ -2,7 +2,7 @@
 
 `python bench/chaos.py --minutes N --web 2 --workers 2 --watchers 2 --seed S` (`make chaos`)
 starts, on this machine:
-  - gunicorn web processes (config/gunicorn.py, 2 sync workers each) on their own loopback
+  - gunicorn web processes (config/gunicorn.py, 2 workers each) on their own loopback
     ports; every client spreads its requests round-robin over them;
   - `manage.py qcluster` clusters (Redis broker) and `manage.py run_plan_watcher` watchers;
   - a PostgreSQL database created for the run on the server of DATABASE_URL (dropped after),

@@ -93,7 +93,14 @@ METRICS_TOKEN = "bench-metrics-token"  # noqa: S105 - a loopback benchmark's own
 
 
 class Server:
-    def __init__(self, *, metrics: bool = True, metrics_dir: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        metrics: bool = True,
+        metrics_dir: str = "",
+        worker_class: str | None = None,
+        workers: int = WORKERS,
+    ) -> None:
         self.port = _free_port()
         env = {
             **os.environ,
@@ -116,8 +123,9 @@ class Server:
                 "config/gunicorn.py",
                 "--bind",
                 f"127.0.0.1:{self.port}",
+                *(["--worker-class", worker_class] if worker_class else []),
                 "--workers",
-                str(WORKERS),
+                str(workers),
                 "--backlog",
                 "512",
                 "--log-level",
@@ -208,7 +216,7 @@ def prepare_users(count: int, prefix: str, per_user_submissions: int, **policy: 
     from apps.core.models_utils import new_hex_id
     from apps.core.services import token_create
     from apps.quotas.models import QuotaPolicy
-    from apps.submissions.models import Submission, SubmissionFile
+    from apps.submissions.models import Submission, SubmissionFile, filename_fold
 
     users = []
     for i in range(count):
@@ -220,8 +228,14 @@ def prepare_users(count: int, prefix: str, per_user_submissions: int, **policy: 
         )
         SubmissionFile.objects.bulk_create(
             [
+                # bulk_create skips save(), which fills name_folded.
                 SubmissionFile(
-                    submission=s, filename=name, size=1, sha256="0" * 64, storage_name=name
+                    submission=s,
+                    filename=name,
+                    name_folded=filename_fold(name),
+                    size=1,
+                    sha256="0" * 64,
+                    storage_name=name,
                 )
                 for s in submissions
                 for name in ("main.py", "config.yaml")
@@ -343,8 +357,9 @@ def _run() -> int:
         port_base, port, port_off = server_base.port, server.port, server_off.port
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(
-            f"gunicorn {WORKERS} sync workers, PostgreSQL, {CLIENTS} clients x {REQUESTS} "
-            f"requests; {os.cpu_count()} CPUs, load average before the run {load}",
+            f"gunicorn {WORKERS} workers (config/gunicorn.py), PostgreSQL, "
+            f"{CLIENTS} clients x {REQUESTS} requests; {os.cpu_count()} CPUs, "
+            f"load average before the run {load}",
             flush=True,
         )
         # Warm-up: every worker opens its database connection.

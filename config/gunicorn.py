@@ -6,12 +6,21 @@ bind, workers and logs.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from typing import Any
 
 from gunicorn import util
+
+from config.server.errors import error_response
+
+# Request heads and bodies are read by an event loop; a complete request runs the Django WSGI
+# application in one of the worker's `threads` (config/server). A client sending its head or
+# body slowly holds no thread; a head must be complete within REQUEST_HEADER_TIMEOUT.
+worker_class = "config.server.worker.Worker"
+threads = 1
+# Django serves no ASGI lifespan events.
+asgi_lifespan = "off"
 
 # The app refuses a URL over MAX_URL_LENGTH (4096), more than MAX_REQUEST_HEADERS (100) header
 # lines or one over MAX_REQUEST_HEADER_SIZE (8190) with its own JSON 414 / 431. gunicorn's
@@ -21,32 +30,12 @@ limit_request_line = 8190
 limit_request_fields = 200
 limit_request_field_size = 16380
 
-_CODES = {
-    400: "invalid_request",
-    403: "permission_denied",
-    414: "uri_too_long",
-    417: "expectation_failed",
-    431: "request_header_fields_too_large",
-    500: "internal_error",
-    501: "not_implemented",
-}
-
 
 def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
-    """What gunicorn itself answers (a request it cannot parse, or past its limits), in the
-    API's one error body instead of gunicorn's HTML page."""
-    body = json.dumps(
-        {
-            "success": False,
-            "code": _CODES.get(status_int, "invalid_request"),
-            "error": mesg or reason,
-        }
-    ).encode()
-    head = (
-        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    )
-    util.write_nonblock(sock, head.encode("latin1") + body)
+    """What gunicorn's sync and thread workers answer themselves (`-k sync`, as the benchmarks
+    run the previous setup), in the API's one error body instead of gunicorn's HTML page. The
+    default worker answers the same way (config/server/protocol.py)."""
+    util.write_nonblock(sock, error_response(status_int, reason, mesg))
 
 
 # Workers are forked from the master that read this file: they write errors this way too.

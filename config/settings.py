@@ -263,6 +263,13 @@ MAX_URL_LENGTH = int(env_number("MAX_URL_LENGTH", 4096))
 MAX_REQUEST_HEADERS = int(env_number("MAX_REQUEST_HEADERS", 100))
 MAX_REQUEST_HEADER_SIZE = int(env_number("MAX_REQUEST_HEADER_SIZE", 8190))
 FILE_UPLOAD_TEMP_DIR = env.str("FILE_UPLOAD_TEMP_DIR", default="") or None
+# Slow clients (config/server): a request head must be complete within REQUEST_HEADER_TIMEOUT
+# seconds; a body must average REQUEST_BODY_MIN_RATE bytes/s after its first
+# REQUEST_BODY_TIMEOUT seconds and carry at most MAX_REQUEST_BODY_SIZE bytes (default: the
+# largest upload request the API accepts, with its form fields and part headers).
+REQUEST_HEADER_TIMEOUT = env_number("REQUEST_HEADER_TIMEOUT", 10)
+REQUEST_BODY_TIMEOUT = env_number("REQUEST_BODY_TIMEOUT", 10)
+REQUEST_BODY_MIN_RATE = env_number("REQUEST_BODY_MIN_RATE", 1024)
 
 # --- REST framework and OpenAPI ---------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -346,6 +353,14 @@ ALLOWED_UPLOAD_EXTENSIONS = env.list(
 MAX_FILES_PER_SUBMISSION = int(env_number("MAX_FILES_PER_SUBMISSION", 100))
 # Bytes of files one POST /api/submissions/ (bulk mode) may carry: larger sets go file by file.
 MAX_SUBMISSION_REQUEST_SIZE = int(env_number("MAX_SUBMISSION_REQUEST_SIZE", 1024**3))
+MAX_REQUEST_BODY_SIZE = int(
+    env_number(
+        "MAX_REQUEST_BODY_SIZE",
+        max(MAX_SUBMISSION_REQUEST_SIZE, MAX_UPLOAD_FILE_SIZE)
+        + DATA_UPLOAD_MAX_MEMORY_SIZE
+        + 64 * 1024,
+    )
+)
 SUBMISSION_DRAFT_TTL_DAYS = env_number("SUBMISSION_DRAFT_TTL_DAYS", 7)
 # Stored uploads no file row names (a web process killed between storing and committing) are
 # deleted by the `orphan_files` cleanup once this old: longer than any upload takes.

@@ -148,3 +148,43 @@ def start_gunicorn(
 
     wait_for(answering, 30, "gunicorn to answer")
     return port, process
+
+
+def procfile_web_line() -> str:
+    (line,) = (
+        line.split(":", 1)[1].strip()
+        for line in (ROOT / "Procfile").read_text().splitlines()
+        if line.startswith("web:")
+    )
+    return line
+
+
+def start_procfile_web(start: Start, **env: str) -> tuple[int, subprocess.Popen[bytes]]:
+    """The Procfile's `web:` command, run by a shell as honcho or a Procfile runner does, with
+    PORT set; the venv's gunicorn first on PATH."""
+    port = free_port()
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    process = start(
+        "web",
+        ["/bin/sh", "-c", f"exec {procfile_web_line()}"],
+        child_env(PORT=str(port), PATH=path, **env),
+    )
+
+    def answering() -> bool:
+        try:
+            return http_request(port, "GET", "/healthz")[0] == HTTPStatus.OK
+        except OSError:
+            return False
+
+    wait_for(answering, 30, "the Procfile's web process to answer")
+    return port, process
+
+
+def read_all(sock: socket.socket, seconds: float) -> bytes:
+    """What the server sends until it closes the connection (a reset counts as closed)."""
+    sock.settimeout(seconds)
+    data = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data

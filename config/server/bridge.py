@@ -1,0 +1,307 @@
+"""The Django WSGI application behind gunicorn's asyncio worker.
+
+A request reaches a thread only once its body is complete: the loop reads it into a spooled
+temporary file (memory up to `SPOOL_MEMORY`, then disk) while the client sends it, so a client
+trickling a body holds a coroutine and a socket, never a thread. The body must keep an average
+of `min_rate` bytes per second after `grace` seconds (408 `request_timeout` otherwise) and stay
+within `max_size` bytes (413 `request_too_large`, refused from Content-Length before a byte is
+read when it declares more).
+
+The threads are a fixed pool (gunicorn's `threads`, default 1 as in a sync worker), so each keeps
+its database connection across requests (`CONN_MAX_AGE`). Django's own ASGI handler would run
+each request in a new thread, opening a new database connection every time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import IO, Any
+from urllib.parse import unquote_to_bytes
+
+from config.server.errors import error_body
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+#: Body bytes kept in memory before the spool moves to a file on disk.
+SPOOL_MEMORY = 1024 * 1024
+#: Response bytes gathered into one trip to the event loop.
+SEND_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class BodyLimits:
+    """How a request body must arrive (settings REQUEST_BODY_*, MAX_REQUEST_BODY_SIZE)."""
+
+    grace: float  # seconds before the minimum rate applies
+    min_rate: float  # bytes per second, on average since the body started
+    max_size: int  # bytes
+    drain: int  # bytes of a refused body read (and dropped) so the client reads the answer
+    spool_dir: str | None = None
+
+    def deadline(self, started: float, received: int) -> float:
+        """When the next byte is due: the rate allows `received` bytes by this time."""
+        return started + self.grace + received / self.min_rate
+
+
+class WsgiBridge:
+    """An ASGI application running a WSGI application on complete requests."""
+
+    def __init__(
+        self, app: WSGIApp, *, threads: int, limits: BodyLimits, send_timeout: float
+    ) -> None:
+        self.app = app
+        self.threads = threads
+        self.limits = limits
+        self.send_timeout = send_timeout
+        self.executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="wsgi")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"only HTTP is served, not {scope['type']}")
+        if _unmet_expectation(scope):
+            # What gunicorn's sync worker answers too (RFC 9110 §10.1.1 allows it).
+            await _refuse(send, HTTPStatus.EXPECTATION_FAILED, ("Unsupported expectation.", {}))
+            return
+        body = await read_body(scope, receive, send, self.limits)
+        if body is None:
+            return
+        loop = asyncio.get_running_loop()
+        future = self.executor.submit(self._run, scope, body, send, loop)
+        try:
+            await asyncio.wrap_future(future)
+        finally:
+            if future.cancel():  # cancelled before a thread took it: _run never closes it
+                body.close()
+
+    def _run(
+        self, scope: Scope, body: IO[bytes], send: Send, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """In a pool thread: the WSGI call, its response sent through the loop."""
+        try:
+            response = _Response(send, loop, self.send_timeout)
+            result = self.app(wsgi_environ(scope, body, self.threads > 1), response.start_response)
+            try:
+                response.send_iterable(result)
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+        finally:
+            body.close()
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+class _Response:
+    """WSGI's start_response/write on top of ASGI send, called from a pool thread.
+
+    Output is held back until `SEND_CHUNK` bytes gather, so that the last piece goes with
+    `more_body: False` (a one-chunk response, as Django's usually are, is a single trip to the
+    loop). A client that does not
+    take a chunk within `timeout` seconds (gunicorn's `timeout`) frees the thread: the call
+    ends with TimeoutError and the connection is closed."""
+
+    def __init__(self, send: Send, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+        self._send = send
+        self._loop = loop
+        self._timeout = timeout
+        self._start: Message | None = None
+        self._started = False
+        self._held: bytes | None = None
+
+    def start_response(
+        self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], None]:
+        if exc_info is not None and self._started:
+            raise exc_info[1].with_traceback(exc_info[2])
+        self._start = {
+            "type": "http.response.start",
+            "status": int(status.split(" ", 1)[0]),
+            # Names as the application spelled them (ASGI servers match them without case).
+            "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers],
+        }
+        return self.write
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        if self._held is None:
+            self._held = bytes(data)
+        elif len(self._held) + len(data) <= SEND_CHUNK:
+            self._held += data  # small chunks (a file served 4 KiB at a time) go together
+        else:
+            self._emit(self._held, more=True)
+            self._held = bytes(data)
+
+    def send_iterable(self, result: Iterable[bytes]) -> None:
+        for chunk in result:
+            self.write(chunk)
+        self._emit(self._held or b"", more=False)
+
+    def _emit(self, body: bytes, *, more: bool) -> None:
+        messages: list[Message] = []
+        if not self._started:
+            if self._start is None:
+                raise RuntimeError("the WSGI application sent a body before start_response")
+            messages.append(self._start)
+            self._started = True
+        messages.append({"type": "http.response.body", "body": body, "more_body": more})
+        self._held = None
+        future = asyncio.run_coroutine_threadsafe(self._send_all(messages), self._loop)
+        try:
+            future.result(self._timeout)
+        finally:
+            future.cancel()
+
+    async def _send_all(self, messages: list[Message]) -> None:
+        for message in messages:
+            await self._send(message)
+
+
+def wsgi_environ(scope: Scope, body: IO[bytes], multithread: bool) -> dict[str, Any]:
+    """The environ a gunicorn sync worker builds for the same request (PEP 3333)."""
+    raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+    query: str = scope["query_string"].decode("latin-1")
+    server = scope.get("server") or ("localhost", 80)
+    client = scope.get("client") or ("", 0)
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": scope["method"],
+        "SCRIPT_NAME": scope.get("root_path", "").encode().decode("latin-1"),
+        "PATH_INFO": unquote_to_bytes(raw_path).decode("latin-1"),
+        "QUERY_STRING": query,
+        "RAW_URI": raw_path.decode("latin-1") + (f"?{query}" if query else ""),
+        "SERVER_NAME": str(server[0]),
+        "SERVER_PORT": str(server[1] or 0),
+        "SERVER_PROTOCOL": f"HTTP/{scope['http_version']}",
+        "SERVER_SOFTWARE": "gunicorn",
+        "REMOTE_ADDR": str(client[0]),
+        "REMOTE_PORT": str(client[1]),
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scope.get("scheme", "http"),
+        "wsgi.input": body,
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": multithread,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
+    for raw_name, raw_value in scope["headers"]:
+        name = raw_name.decode("latin-1").upper().replace("-", "_")
+        if name not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            name = f"HTTP_{name}"
+        value = raw_value.decode("latin-1")
+        # Repeated fields are joined as one list value (RFC 9110 §5.3), as gunicorn does.
+        environ[name] = f"{environ[name]},{value}" if name in environ else value
+    return environ
+
+
+def _unmet_expectation(scope: Scope) -> bool:
+    return any(
+        name == b"expect" and value.strip().lower() != b"100-continue"
+        for name, value in scope["headers"]
+    )
+
+
+def _declared_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return int(value)  # gunicorn's parser accepted only digits, and only one
+    return None
+
+
+async def read_body(
+    scope: Scope, receive: Receive, send: Send, limits: BodyLimits
+) -> IO[bytes] | None:
+    """The whole body in a spooled file, or None when the client left or was answered."""
+    declared = _declared_length(scope)
+    if declared is not None and declared > limits.max_size:
+        await _refuse(send, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, _too_large(limits))
+        await _drain(receive, limits)
+        return None
+    loop = asyncio.get_running_loop()
+    spool = tempfile.SpooledTemporaryFile(SPOOL_MEMORY, dir=limits.spool_dir)  # noqa: SIM115
+    started, received = loop.time(), 0
+    try:
+        try:
+            # One timeout for the whole body, moved on as bytes arrive (no task per chunk).
+            async with asyncio.timeout_at(limits.deadline(started, 0)) as deadline:
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        break  # the client left (or gunicorn gave up on an idle body)
+                    chunk = message.get("body", b"")
+                    received += len(chunk)
+                    if received > limits.max_size:
+                        await _refuse(send, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, _too_large(limits))
+                        break
+                    spool.write(chunk)
+                    if not message.get("more_body", False):
+                        spool.seek(0)
+                        return spool
+                    deadline.reschedule(limits.deadline(started, received))
+        except TimeoutError:
+            await _refuse(send, HTTPStatus.REQUEST_TIMEOUT, _too_slow(limits))
+    except BaseException:
+        spool.close()
+        raise
+    spool.close()
+    return None
+
+
+async def _drain(receive: Receive, limits: BodyLimits) -> None:
+    """Read and drop up to `limits.drain` bytes of a refused body, at the body's minimum rate,
+    so that a client still sending reads the answer rather than a reset connection."""
+    loop = asyncio.get_running_loop()
+    started, received = loop.time(), 0
+    while received <= limits.drain:
+        try:
+            message = await asyncio.wait_for(
+                receive(), max(0.0, limits.deadline(started, received) - loop.time())
+            )
+        except TimeoutError:
+            return
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+        received += len(message.get("body", b""))
+
+
+def _too_large(limits: BodyLimits) -> tuple[str, dict[str, object]]:
+    return (
+        f"A request body may carry at most {limits.max_size} bytes.",
+        {"max_request_size": limits.max_size},
+    )
+
+
+def _too_slow(limits: BodyLimits) -> tuple[str, dict[str, object]]:
+    return (
+        f"The request body arrived slower than {limits.min_rate:g} bytes per second "
+        f"(after the first {limits.grace:g} seconds); the connection is closed.",
+        {},
+    )
+
+
+async def _refuse(send: Send, status: HTTPStatus, what: tuple[str, dict[str, object]]) -> None:
+    message, extra = what
+    body = error_body(status, message, **extra)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": int(status),
+            "headers": [
+                (b"Content-Type", b"application/json"),
+                (b"Content-Length", str(len(body)).encode()),
+                (b"Connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})

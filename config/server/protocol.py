@@ -1,0 +1,87 @@
+"""gunicorn's asyncio HTTP/1 protocol with a total deadline for each request head.
+
+gunicorn bounds the wait for a kept-alive connection's next request (`keepalive`), but not the
+first request's head, and no timeout a trickling client can reset protects a server. Here each
+head must be complete within `REQUEST_HEADER_TIMEOUT` seconds of the moment the connection
+starts waiting for it, however the bytes arrive; otherwise the connection is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from http import HTTPStatus
+from typing import Any
+
+from gunicorn.asgi import protocol as gunicorn_protocol
+from gunicorn.asgi.protocol import ASGIProtocol
+
+from config.server.errors import error_response
+
+# gunicorn's asyncio protocol writes status lines from its own short table ("417 Unknown"); the
+# WSGI application's status strings carried every phrase. Fill the table's gaps.
+for _status in HTTPStatus:
+    gunicorn_protocol._REASON_PHRASES.setdefault(_status.value, _status.phrase)
+
+
+class Protocol(ASGIProtocol):  # type: ignore[misc]  # gunicorn ships no type hints
+    #: Seconds a request head may take, set by the worker from the settings.
+    head_timeout: float = 10.0
+
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self.worker.connections.add(self)
+        self._arm_head_timer()
+
+    def _arm_keepalive_timer(self) -> None:
+        # Called whenever the connection waits for its next request.
+        super()._arm_keepalive_timer()
+        self._arm_head_timer()
+
+    def _on_headers_complete(self) -> Any:
+        self._cancel_head_timer()
+        return super()._on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        self.worker.connections.discard(self)
+        super().connection_lost(exc)
+
+    def drop_if_waiting(self) -> None:
+        """A stopping worker closes the connections waiting for a head (an idle kept-alive one,
+        or a client still sending its head); the requests being served finish."""
+        if self._awaiting_request:
+            self._drop()
+
+    def _arm_head_timer(self) -> None:
+        self._cancel_head_timer()
+        if self.head_timeout > 0 and not self._closed:
+            self._head_timer = self.worker.loop.call_later(self.head_timeout, self._head_expired)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_expired(self) -> None:
+        self._head_timer = None
+        if not self._awaiting_request:
+            return  # the head arrived; a request is being served
+        self.log.info("Request head not complete in %ss; connection dropped", self.head_timeout)
+        self._drop()
+
+    def _drop(self) -> None:
+        self._cancel_head_timer()
+        self._close_transport()
+        if self._request_ready is not None:
+            # Wakes the connection's task, which sees the connection closed and ends.
+            self._request_ready.set()
+
+    def _send_error_response(self, status: int, message: str, extra_headers: Any = ()) -> None:
+        """What the parser refuses, in the API's JSON error body (gunicorn writes text)."""
+        try:
+            reason = HTTPStatus(status).phrase
+        except ValueError:
+            reason = "Error"
+        self._safe_write(error_response(status, reason, message))
