@@ -59,23 +59,29 @@ def child_exit(server: Any, worker: Any) -> None:
     multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
 
 
-# With LOG_FORMAT=json gunicorn's own lines (start, worker exits, errors) are JSON objects too,
-# through the formatter the Django processes use.
-if os.environ.get("LOG_FORMAT") == "json":
-    logconfig_dict = {
-        "version": 1,
-        "disable_existing_loggers": False,
-        "formatters": {"json": {"()": "apps.core.logcontext.JsonFormatter"}},
-        "handlers": {
-            "console": {
-                "class": "logging.StreamHandler",
-                "formatter": "json",
-                "stream": "ext://sys.stderr",
-            }
-        },
-        "loggers": {
-            "gunicorn.error": {"handlers": ["console"], "level": "INFO", "propagate": False},
-            "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
-        },
-        "root": {"handlers": ["console"], "level": "INFO"},
-    }
+# gunicorn's own lines (start, worker exits, errors that quote a request) go through the
+# formatters the Django processes use: JSON objects with LOG_FORMAT=json, else one escaped
+# plain line per record (a request line with CR, LF or ESC cannot forge or colour a line).
+_PLAIN = {
+    "()": "apps.core.logcontext.PlainFormatter",
+    "fmt": "%(asctime)s [%(process)d] [%(levelname)s] %(message)s",
+    "datefmt": "[%Y-%m-%d %H:%M:%S %z]",
+}
+_FORMATTER = "json" if os.environ.get("LOG_FORMAT") == "json" else "plain"
+logconfig_dict = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "apps.core.logcontext.JsonFormatter"}, "plain": _PLAIN},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": _FORMATTER,
+            "stream": "ext://sys.stderr",
+        }
+    },
+    "loggers": {
+        "gunicorn.error": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
+    "root": {"handlers": ["console"], "level": "INFO"},
+}
