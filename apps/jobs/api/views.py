@@ -19,6 +19,7 @@ from apps.jobs.api.serializers import (
 )
 from apps.jobs.selectors import job_get, job_list
 from apps.jobs.services import idempotency_key_resolve, job_cancel, job_submit
+from apps.review.access import READER_SCOPE, job_get_readable
 
 _SUBMIT_400 = (
     "`invalid_request` (with `fields`), `invalid_idempotency_key`, `idempotency_key_mismatch`, "
@@ -124,9 +125,24 @@ class JobCancelApi(ApiView):
 
 
 class JobLogsApi(ApiView):
+    """The grader's output of a job whose submission you may read (yours; as a reviewer, one
+    awaiting review or that you claimed or judged; staff: any)."""
+
     @extend_schema(
         operation_id="jobs_logs",
-        responses={200: JobLogsOutputSerializer, **error_responses(403, 404)},
+        responses={
+            200: JobLogsOutputSerializer,
+            **error_responses(
+                403,
+                404,
+                _403="`permission_denied`: someone else's job that you may not read; "
+                "`insufficient_scope`: the token lacks `read`, or `review` for someone "
+                "else's job.",
+            ),
+        },
     )
     def get(self, request: Request, job_id: str) -> Response:
-        return self.respond(JobLogsOutputSerializer, job_get(job_id=job_id, user=self.user))
+        job, readable = job_get_readable(job_id=job_id, user=self.user)
+        if not readable.as_owner:
+            self.scope_require(READER_SCOPE)
+        return self.respond(JobLogsOutputSerializer, job)
