@@ -35,7 +35,11 @@ DOWNLOAD_RESPONSE = OpenApiResponse(
 def content_disposition(filename: str) -> str:
     """`attachment; filename="<ASCII fallback>"; filename*=UTF-8''<exact name>`."""
     ascii_name = unicodedata.normalize("NFKD", filename).encode("ascii", "ignore").decode()
-    fallback = _UNSAFE_FALLBACK.sub("_", ascii_name).strip("._") or "download"
+    fallback = _UNSAFE_FALLBACK.sub("_", ascii_name).strip("_")
+    if not fallback.strip("."):
+        fallback = "download"
+    elif fallback.startswith("."):
+        fallback = f"download{fallback}"
     encoded = quote(filename, safe="")
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
 

@@ -102,7 +102,7 @@ class LeaderboardRowSerializer(serializers.Serializer[Any]):
 class ArchiveMemberSerializer(serializers.Serializer[Any]):
     name = serializers.CharField(help_text="The member's path inside the archive.")
     size = serializers.IntegerField(help_text="Bytes once unpacked (0 for a folder).")
-    kind = serializers.ChoiceField(choices=["file", "folder"])
+    type = serializers.CharField(source="kind", help_text="`file` or `folder`.")
 
 
 class ReviewFileSerializer(serializers.Serializer[Any]):
@@ -114,7 +114,7 @@ class ReviewFileSerializer(serializers.Serializer[Any]):
         allow_null=True, help_text="The content of a small text file (≤ 64 KiB), else null."
     )
     members = serializers.SerializerMethodField(
-        help_text="An archive's members (name, size, kind), in archive order; null for a file "
+        help_text="An archive's members (name, size, type), in archive order; null for a file "
         "that is no archive, or when the archive cannot be listed (see `members_problem`)."
     )
     members_problem = serializers.SerializerMethodField(
