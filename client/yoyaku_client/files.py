@@ -22,7 +22,6 @@ from urllib.parse import quote, unquote
 
 from yoyaku_client.errors import YoyakuError
 from yoyaku_client.models import User, _float, _int, _str, parse_time
-from yoyaku_client.submit import name_problem
 from yoyaku_client.transport import Transport
 
 CHUNK = 256 * 1024
@@ -133,6 +132,9 @@ class ReviewDetail:
 def local_name(name: str) -> str:
     """A name from the server as a local file name: its last path component, which must pass
     the upload name rule (else UnsafeFileName). `../x.py` → `x.py`; `..` is refused."""
+    # submit.py imports the client, which imports this module: import the rule when used.
+    from yoyaku_client.submit import name_problem
+
     base = re.split(r"[/\\]", name)[-1]
     problem = name_problem(base)
     if problem is not None:
