@@ -134,3 +134,21 @@ def test_a_file_whose_bytes_left_storage_is_a_json_404(user: User, user_client: 
     response = user_client.get(f"/api/submissions/{submission.pk}/files/{file.pk}/download/")
     assert response.status_code == HTTPStatus.NOT_FOUND
     assert response.json()["code"] == "not_found"
+
+
+def test_the_file_admin_links_each_file_to_its_download_for_staff(
+    user: User, staff_user: User
+) -> None:
+    from django.test import Client as BrowserClient
+
+    submission: Submission = make_submission(owner=user, files=())
+    file = add_file(submission, "page.py", b"print(1)\n")
+    browser = BrowserClient()
+    browser.force_login(staff_user)
+
+    page = browser.get(f"/admin/submissions/submissionfile/{file.pk}/change/")
+    url = f"/api/submissions/{submission.pk}/files/{file.pk}/download/"
+    assert page.status_code == HTTPStatus.OK
+    assert f'href="{url}"' in page.content.decode()
+    response = browser.get(url)
+    assert b"".join(response.streaming_content) == b"print(1)\n"
