@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 
 def download(client: APIClient, file: SubmissionFile) -> tuple[Any, bytes]:
     url = f"/api/submissions/{file.submission_id}/files/{file.pk}/download/"
-    response = client.get(url)
+    response: Any = client.get(url)
     assert response.status_code == HTTPStatus.OK, response
     return response, b"".join(response.streaming_content)
 
@@ -150,5 +150,5 @@ def test_the_file_admin_links_each_file_to_its_download_for_staff(
     url = f"/api/submissions/{submission.pk}/files/{file.pk}/download/"
     assert page.status_code == HTTPStatus.OK
     assert f'href="{url}"' in page.content.decode()
-    response = browser.get(url)
+    response: Any = browser.get(url)
     assert b"".join(response.streaming_content) == b"print(1)\n"
