@@ -27,14 +27,13 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from apps.core.exceptions import PermissionDenied
 from apps.core.permissions import user_is_reviewer
-from apps.core.scopes import Scope
+from apps.core.readers import READER_SCOPE
 from apps.core.selectors import owned_get
 from apps.jobs.models import Job
 from apps.review.models import ReviewClaim, ReviewRecord
 from apps.submissions.models import Submission, SubmissionStatus
 
-#: The scope a token needs to read someone else's submission (as a reviewer or staff).
-READER_SCOPE = Scope.REVIEW.value
+__all__ = ["READER_SCOPE", "Readable", "Reader", "job_get_readable", "submission_get_readable"]
 
 
 class Reader(enum.Enum):

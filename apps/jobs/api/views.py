@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 from apps.core.api.base import ApiView
 from apps.core.api.schema import error_responses
+from apps.core.readers import READER_SCOPE, job_get_readable
 from apps.jobs.api.serializers import (
     IDEMPOTENCY_KEY_SCHEMA,
     JobListQuerySerializer,
@@ -19,7 +20,6 @@ from apps.jobs.api.serializers import (
 )
 from apps.jobs.selectors import job_get, job_list
 from apps.jobs.services import idempotency_key_resolve, job_cancel, job_submit
-from apps.review.access import READER_SCOPE, job_get_readable
 
 _SUBMIT_400 = (
     "`invalid_request` (with `fields`), `invalid_idempotency_key`, `idempotency_key_mismatch`, "

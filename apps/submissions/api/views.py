@@ -18,7 +18,7 @@ from apps.core.api.downloads import DOWNLOAD_RESPONSE, attachment_response
 from apps.core.api.pagination import PageQuerySerializer, page_of
 from apps.core.api.schema import error_responses
 from apps.core.exceptions import InvalidRequest
-from apps.review.access import READER_SCOPE, Readable, submission_get_readable
+from apps.core.readers import READER_SCOPE, submission_get_readable
 from apps.submissions.api.parsers import SingleFileMultiPartParser, StreamingMultiPartParser
 from apps.submissions.api.serializers import (
     SubmissionCreateInputSerializer,
@@ -147,10 +147,10 @@ READ_403 = (
 
 
 class ReaderMixin:
-    """Views that show a submission's content to whoever may read it (`apps.review.access`):
+    """Views that show a submission's content to whoever may read it (`apps.core.readers`):
     a token reading someone else's submission needs the `review` scope besides `read`."""
 
-    def readable(self, submission_id: str) -> Readable:
+    def readable(self, submission_id: str) -> Any:
         view: Any = self
         readable = submission_get_readable(submission_id=submission_id, user=view.user)
         if not readable.as_owner:
