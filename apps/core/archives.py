@@ -23,6 +23,7 @@ import tarfile
 import zipfile
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
 
@@ -36,8 +37,10 @@ __all__ = [
     "MAX_HEADER_FIELD",
     "UNSAFE",
     "ArchiveError",
+    "ArchiveMember",
     "Budget",
     "archive_kind",
+    "archive_members",
     "check_archive",
     "member_problem",
     "member_target",
@@ -45,6 +48,8 @@ __all__ = [
 ]
 
 CHUNK = 1024 * 1024
+# Listing a stored archive counts no bytes: the upload check bounded them already.
+_NO_LIMIT = 1 << 62
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
@@ -287,4 +292,44 @@ def unpack_archive(path: Path, root: Path, *, budget: Budget, max_members: int) 
     except _READ_ERRORS as exc:
         raise ArchiveError(
             f"Cannot unpack {path.name}: {type(exc).__name__}: {exc}", kind=INVALID
+        ) from exc
+
+
+# --- Listing (what a reader of a stored archive sees) ------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArchiveMember:
+    name: str
+    size: int
+    kind: str  # "file" or "folder"
+
+
+def archive_members(path: Path, kind: str, *, max_members: int) -> list[ArchiveMember]:
+    """The members of an archive, in archive order, read through the same checks as the upload
+    (`ArchiveError` for one they refuse). A zip's central directory is read, no member data;
+    a tar.gz is decompressed as far as `tarfile` reads, member data skipped and never kept."""
+    try:
+        if kind == "zip":
+            counted = zip_directory_count(path, max_members=max_members)
+            with zipfile.ZipFile(path) as archive:
+                return [
+                    ArchiveMember(
+                        info.filename,
+                        0 if info.is_dir() else info.file_size,
+                        "folder" if info.is_dir() else "file",
+                    )
+                    for info in _zip_checked(archive, counted=counted, max_unpacked=_NO_LIMIT)
+                ]
+        return [
+            ArchiveMember(
+                info.name, info.size if info.isfile() else 0, "file" if info.isfile() else "folder"
+            )
+            for _, info in _tar_checked(path, max_members=max_members, max_unpacked=_NO_LIMIT)
+        ]
+    except ArchiveError:
+        raise
+    except _READ_ERRORS as exc:
+        raise ArchiveError(
+            f"The archive is not a readable {kind} archive ({type(exc).__name__}).", kind=INVALID
         ) from exc

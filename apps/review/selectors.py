@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.files.storage import default_storage
 from django.db.models import (
     Case,
     Count,
@@ -30,7 +31,9 @@ from apps.grading.models import GradingAttempt
 from apps.grading.selectors import grading_attempt_list, grading_review_requested_at
 from apps.jobs.models import Job
 from apps.review.models import ReviewClaim
-from apps.submissions.models import Submission, SubmissionStatus
+from apps.submissions.files import MemberListing, submission_file_members
+from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
+from apps.submissions.selectors import submission_file_list
 
 
 def review_queue(*, now: datetime | None = None, limit: int = 100) -> QuerySet[Submission]:
@@ -137,16 +140,18 @@ REVIEW_TEXT_MAX_BYTES = 64 * 1024
 
 @dataclass(frozen=True)
 class ReviewFile:
+    id: int
     filename: str
     size: int
     sha256: str
     text: str | None  # the content of a small text file, else None
+    members: MemberListing | None  # an archive's members, None for another file
 
 
 @dataclass(frozen=True)
 class ReviewDetail:
-    """What a reviewer needs to give a verdict: the submission, its files, the grader's
-    output and every grading attempt."""
+    """What a reviewer needs to give a verdict: the submission, its files (an archive's
+    members listed), the grader's output and every grading attempt."""
 
     submission: Submission
     files: list[ReviewFile]
@@ -154,29 +159,33 @@ class ReviewDetail:
     attempts: list[GradingAttempt]
 
 
-def review_detail(*, submission_id: str) -> ReviewDetail:
-    """Reads only (storage included, no transaction). NotFound for an unknown id."""
-    from django.core.files.storage import default_storage
+def _inline_text(file: SubmissionFile) -> str | None:
+    if not file.filename.lower().endswith(REVIEW_TEXT_SUFFIXES):
+        return None
+    if file.size > REVIEW_TEXT_MAX_BYTES:
+        return None
+    try:
+        with default_storage.open(file.storage_name, "rb") as handle:
+            raw: bytes = handle.read(REVIEW_TEXT_MAX_BYTES + 1)
+    except OSError:
+        return None
+    return raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
-    from apps.core.exceptions import NotFound
-    from apps.submissions.selectors import submission_file_list
 
-    submission = Submission.objects.select_related("owner").filter(pk=submission_id).first()
-    if submission is None:
-        raise NotFound(f"Submission {submission_id!r} not found.")
-    files = []
-    for file in submission_file_list(submission=submission):
-        text = None
-        if file.filename.lower().endswith(REVIEW_TEXT_SUFFIXES) and (
-            file.size <= REVIEW_TEXT_MAX_BYTES
-        ):
-            try:
-                with default_storage.open(file.storage_name, "rb") as handle:
-                    raw = handle.read(REVIEW_TEXT_MAX_BYTES + 1)
-                text = raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-            except OSError:
-                text = None
-        files.append(ReviewFile(file.filename, file.size, file.sha256, text))
+def review_detail(*, submission: Submission) -> ReviewDetail:
+    """Reads only (storage included, no transaction) of a submission the caller may read
+    (`apps.review.access`)."""
+    files = [
+        ReviewFile(
+            id=file.pk,
+            filename=file.filename,
+            size=file.size,
+            sha256=file.sha256,
+            text=_inline_text(file),
+            members=submission_file_members(file=file),
+        )
+        for file in submission_file_list(submission=submission)
+    ]
     job = Job.objects.filter(submission=submission).order_by("-created_at", "-id").first()
     attempts = grading_attempt_list(submission_id=submission.pk)
     return ReviewDetail(submission=submission, files=files, job=job, attempts=attempts)

@@ -5,17 +5,37 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import Count, QuerySet, Sum
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 from apps.submissions.models import Submission, SubmissionFile
 from apps.submissions.services import submission_delete, submission_draft_delete
+
+
+@admin.display(description="download")
+def file_download_link(file: SubmissionFile) -> str:
+    """A link to the file's download (the admin is staff-only, and staff read every file; the
+    bytes come as an attachment, never rendered)."""
+    if file.pk is None:
+        return "-"
+    url = reverse(
+        "submission-file-download",
+        kwargs={"submission_id": file.submission_id, "file_id": file.pk},
+    )
+    return format_html('<a href="{}" download>download</a>', url)
 
 
 class SubmissionFileInline(admin.TabularInline[SubmissionFile, Submission]):
     model = SubmissionFile
     extra = 0
     can_delete = False
-    fields = ("filename", "size", "sha256", "storage_name", "uploaded_at")
+    fields = ("filename", "size", "sha256", "storage_name", "uploaded_at", "download")
     readonly_fields = fields
+
+    @admin.display(description="download")
+    def download(self, file: SubmissionFile) -> str:
+        return file_download_link(file)
+
     ordering = ("uploaded_at", "id")
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -118,11 +138,23 @@ class SubmissionAdmin(admin.ModelAdmin[Submission]):
 
 @admin.register(SubmissionFile)
 class SubmissionFileAdmin(admin.ModelAdmin[SubmissionFile]):
-    list_display = ("filename", "submission", "size", "sha256", "uploaded_at")
+    list_display = ("filename", "submission", "size", "sha256", "uploaded_at", "download")
     list_filter = ("uploaded_at", "submission__status")
     search_fields = ("filename", "sha256", "submission__id", "submission__owner__username")
     list_select_related = ("submission",)
-    readonly_fields = ("submission", "filename", "size", "sha256", "storage_name", "uploaded_at")
+    readonly_fields = (
+        "submission",
+        "filename",
+        "size",
+        "sha256",
+        "storage_name",
+        "uploaded_at",
+        "download",
+    )
+
+    @admin.display(description="download")
+    def download(self, file: SubmissionFile) -> str:
+        return file_download_link(file)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

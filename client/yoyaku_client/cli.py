@@ -1266,3 +1266,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             output, EXIT_ERROR, str(exc), {"success": False, "code": "os_error", "error": str(exc)}
         )
     sys.exit(EXIT_OK)
+
+
+from yoyaku_client.cli_files import download, review_show  # noqa: E402
+
+cli.add_command(download)
+review.add_command(review_show)

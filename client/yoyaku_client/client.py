@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from yoyaku_client.errors import YoyakuError
+from yoyaku_client.files import ReviewDetail, download
 from yoyaku_client.models import (
     ApiToken,
     Claim,
@@ -473,6 +474,29 @@ class Client:
         """`GET /api/review/queue/` (reviewers)."""
         rows = self._json("GET", "/review/queue/", params={"limit": limit})
         return [ReviewQueueEntry.from_api(r) for r in rows]
+
+    def review_submission(self, submission_id: str) -> ReviewDetail:
+        """`GET /api/review/submissions/{id}/` (reviewers): files with archive members and
+        download paths, the grader's output, every grading attempt."""
+        data = self._json("GET", f"/review/submissions/{submission_id}/")
+        return ReviewDetail.from_api(data)
+
+    def download_file(
+        self,
+        submission_id: str,
+        file_id: int,
+        dest: Path | str = ".",
+        *,
+        review: bool = False,
+        name: str | None = None,
+    ) -> Path:
+        """Stream one file of a submission into the folder `dest`, checked against its
+        sha256, under a safe local name (never a path from the server; `UnsafeFileName` for a
+        name that cannot be one). `review=True` goes through the review API (a token with
+        `review`). Returns the path written."""
+        prefix = "/review/submissions" if review else "/submissions"
+        path = f"{prefix}/{submission_id}/files/{int(file_id)}/download/"
+        return download(self.transport, path, dest, name=name)
 
     def claim_review(self, submission_id: str) -> Claim:
         """`POST .../claim/`: yours already → extended, so repeating it is harmless."""

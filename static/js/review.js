@@ -58,15 +58,32 @@
     loadQueue();
   }
 
+  // One file: its name, size and download link; a small text file's content, or an
+  // archive's members. Names are set as text, never as markup.
+  function fileView(file) {
+    const link = el("a", { href: file.download_url, download: "", class: "download" }, "download");
+    let inside;
+    if (file.members) {
+      inside = el("table", { class: "members" },
+        el("thead", {}, el("tr", {}, el("th", {}, "Member"), el("th", {}, "Type"), el("th", {}, "Bytes"))),
+        el("tbody", {}, ...file.members.map((m) => el("tr", {},
+          el("td", {}, el("code", {}, m.name)), el("td", {}, m.type), el("td", {}, String(m.size))))));
+    } else if (file.text !== null) {
+      inside = el("pre", {}, file.text);
+    } else {
+      inside = el("p", { class: "muted" }, file.members_problem ||
+        "Not shown inline (binary or larger than 64 KiB): download it.");
+    }
+    return el("details", { "data-file-id": String(file.id) },
+      el("summary", {}, `${file.filename} · ${file.size} bytes · `, link), inside);
+  }
+
   async function loadDetail(id) {
     try {
       const { body } = await request("GET", `/api/review/submissions/${id}/`);
       $("detail-status").textContent = body.status + (body.status_reason ? `: ${body.status_reason}` : "") +
         (body.score === null ? "" : ` (grader's score ${score(body.score)})`);
-      $("detail-files").replaceChildren(...body.files.map((file) => el("details", {},
-        el("summary", {}, `${file.filename} · ${file.size} bytes`),
-        el("pre", {}, file.text === null ? "(not shown: binary, archive or larger than 64 KiB)" : file.text),
-      )));
+      $("detail-files").replaceChildren(...body.files.map(fileView));
       $("detail-logs").textContent = body.logs || body.error || "(no output)";
       const attempts = body.attempts.map((a) => el("li", {},
         `#${a.number} ${a.outcome}` + (a.exit_code === null ? "" : ` · exit ${a.exit_code}`) + (a.reason ? ` · ${a.reason}` : "")));

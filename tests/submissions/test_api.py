@@ -502,10 +502,12 @@ def test_files_are_listed_in_upload_order(user_client: APIClient, draft: str) ->
     files = response.json()["files"]
     assert [f["filename"] for f in files] == ["main.py", "z.py", "a.py", "m.yaml"]
     assert files[1] == {
+        "id": files[1]["id"],
         "filename": "z.py",
         "size": 4,
         "sha256": sha(b"z.py"),
         "uploaded_at": files[1]["uploaded_at"],
+        "download_url": f"/api/submissions/{draft}/files/{files[1]['id']}/download/",
     }
 
 

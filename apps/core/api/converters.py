@@ -19,6 +19,9 @@ LIFE_UUID_PATTERN = (
     "[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
 )
 
+#: A stored file's id (a positive 64-bit integer; at most 18 digits, so it always fits).
+FILE_ID_PATTERN = "[1-9][0-9]{0,17}"
+
 
 class HexIdConverter:
     regex = HEX_ID_PATTERN
@@ -42,10 +45,22 @@ class LifeUuidConverter:
         return value
 
 
+class FileIdConverter:
+    regex = FILE_ID_PATTERN
+
+    def to_python(self, value: str) -> int:
+        return int(value)
+
+    def to_url(self, value: int | str) -> str:
+        return str(value)
+
+
 register_converter(HexIdConverter, "hexid")
+register_converter(FileIdConverter, "fileid")
 register_converter(LifeUuidConverter, "life_uuid")
 
 PATH_CONVERTER_SCHEMAS: dict[str, dict[str, Any]] = {
     "hexid": {"type": "string", "pattern": f"^{HEX_ID_PATTERN}$"},
+    "fileid": {"type": "integer", "minimum": 1, "maximum": 10**18 - 1},
     "life_uuid": {"type": "string", "pattern": f"^{LIFE_UUID_PATTERN}$", "maxLength": 36},
 }

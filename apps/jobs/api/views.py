@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 from apps.core.api.base import ApiView
 from apps.core.api.schema import error_responses
+from apps.core.readers import READER_SCOPE, job_get_readable
 from apps.jobs.api.serializers import (
     IDEMPOTENCY_KEY_SCHEMA,
     JobListQuerySerializer,
@@ -124,9 +125,24 @@ class JobCancelApi(ApiView):
 
 
 class JobLogsApi(ApiView):
+    """The grader's output of a job whose submission you may read (yours; as a reviewer, one
+    awaiting review or that you claimed or judged; staff: any)."""
+
     @extend_schema(
         operation_id="jobs_logs",
-        responses={200: JobLogsOutputSerializer, **error_responses(403, 404)},
+        responses={
+            200: JobLogsOutputSerializer,
+            **error_responses(
+                403,
+                404,
+                _403="`permission_denied`: someone else's job that you may not read; "
+                "`insufficient_scope`: the token lacks `read`, or `review` for someone "
+                "else's job.",
+            ),
+        },
     )
     def get(self, request: Request, job_id: str) -> Response:
-        return self.respond(JobLogsOutputSerializer, job_get(job_id=job_id, user=self.user))
+        job, readable = job_get_readable(job_id=job_id, user=self.user)
+        if not readable.as_owner:
+            self.scope_require(READER_SCOPE)
+        return self.respond(JobLogsOutputSerializer, job)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -98,13 +99,43 @@ class LeaderboardRowSerializer(serializers.Serializer[Any]):
     completed_at = serializers.DateTimeField()
 
 
+class ArchiveMemberSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(help_text="The member's path inside the archive.")
+    size = serializers.IntegerField(help_text="Bytes once unpacked (0 for a folder).")
+    type = serializers.CharField(source="kind", help_text="`file` or `folder`.")
+
+
 class ReviewFileSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
     filename = serializers.CharField()
     size = serializers.IntegerField()
     sha256 = serializers.CharField()
     text = serializers.CharField(
         allow_null=True, help_text="The content of a small text file (≤ 64 KiB), else null."
     )
+    members = serializers.SerializerMethodField(
+        help_text="An archive's members (name, size, type), in archive order; null for a file "
+        "that is no archive, or when the archive cannot be listed (see `members_problem`)."
+    )
+    members_problem = serializers.SerializerMethodField(
+        help_text="Why an archive's members are not listed, else empty."
+    )
+    download_url = serializers.SerializerMethodField(
+        help_text="The review API's download path of this file."
+    )
+
+    @extend_schema_field(ArchiveMemberSerializer(many=True, allow_null=True))
+    def get_members(self, file: Any) -> list[dict[str, Any]] | None:
+        if file.members is None or file.members.members is None:
+            return None
+        return [dict(ArchiveMemberSerializer(m).data) for m in file.members.members]
+
+    def get_members_problem(self, file: Any) -> str:
+        return "" if file.members is None else str(file.members.problem)
+
+    def get_download_url(self, file: Any) -> str:
+        kwargs = {"submission_id": self.context["submission_id"], "file_id": file.id}
+        return reverse("review-file-download", kwargs=kwargs)
 
 
 class GradingAttemptSerializer(serializers.Serializer[Any]):

@@ -7,6 +7,11 @@ _S = "review/submissions/<hexid:submission_id>/"
 urlpatterns: list[URLPattern | URLResolver] = [
     path("review/queue/", views.ReviewQueueApi.as_view(), name="review-queue"),
     path(_S, views.ReviewDetailApi.as_view(), name="review-detail"),
+    path(
+        f"{_S}files/<fileid:file_id>/download/",
+        views.ReviewFileDownloadApi.as_view(),
+        name="review-file-download",
+    ),
     path(f"{_S}claim/", views.ReviewClaimApi.as_view(), name="review-claim"),
     path(f"{_S}extend/", views.ReviewClaimExtendApi.as_view(), name="review-extend"),
     path(f"{_S}release/", views.ReviewClaimReleaseApi.as_view(), name="review-release"),

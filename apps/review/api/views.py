@@ -5,16 +5,20 @@ from __future__ import annotations
 from http import HTTPStatus
 
 from django.conf import settings
+from django.http import FileResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny, BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.core.api.base import ApiView, IsReviewer
+from apps.core.api.downloads import DOWNLOAD_RESPONSE, attachment_response
 from apps.core.api.schema import error_responses
 from apps.core.scopes import Scope
 from apps.review import selectors, services
+from apps.review.access import submission_get_readable
 from apps.review.api import serializers as s
+from apps.submissions.files import submission_file_get, submission_file_open
 
 # The review API needs the `review` scope for every method (its reads too); a regrade is a
 # staff action (`admin`).
@@ -26,20 +30,49 @@ _CLAIMED += "and `claim_expires_at`), `own_submission` (you own it) or `invalid_
 _CLAIMED += "(not awaiting review)."
 
 
+_READ_403 = (
+    "`permission_denied`: not a reviewer, or a submission that neither awaits review nor was "
+    "claimed or judged by you; `insufficient_scope`: the token lacks `review`."
+)
+
+
 class ReviewDetailApi(ApiView):
-    """A submission as a reviewer needs it: files (small text files inline), the grader's
-    output and every grading attempt. Reviewers only."""
+    """A submission as a reviewer needs it: files (small text files inline, an archive's
+    members listed, a download path for each), the grader's output and every grading attempt.
+    Reviewers only: a submission awaiting review, or one they claimed or judged (their own as
+    its owner)."""
 
     permission_classes = [IsReviewer]
     token_scopes = REVIEW_SCOPE
 
     @extend_schema(
-        responses={200: s.ReviewDetailSerializer, **error_responses(403, 404)},
+        responses={200: s.ReviewDetailSerializer, **error_responses(403, 404, _403=_READ_403)},
         operation_id="review_submission_detail",
     )
     def get(self, request: Request, submission_id: str) -> Response:
-        detail = selectors.review_detail(submission_id=submission_id)
-        return self.respond(s.ReviewDetailSerializer, detail)
+        readable = submission_get_readable(submission_id=submission_id, user=self.user)
+        detail = selectors.review_detail(submission=readable.submission)
+        return self.respond(s.ReviewDetailSerializer, detail, submission_id=submission_id)
+
+
+class ReviewFileDownloadApi(ApiView):
+    """One file of a submission under review, as an attachment (streamed; never rendered)."""
+
+    permission_classes = [IsReviewer]
+    token_scopes = REVIEW_SCOPE
+
+    @extend_schema(
+        responses={
+            (200, "application/octet-stream"): DOWNLOAD_RESPONSE,
+            **error_responses(403, 404, _403=_READ_403),
+        },
+        operation_id="review_file_download",
+    )
+    def get(self, request: Request, submission_id: str, file_id: int) -> FileResponse:
+        readable = submission_get_readable(submission_id=submission_id, user=self.user)
+        file = submission_file_get(submission=readable.submission, file_id=file_id)
+        stream = submission_file_open(file=file)
+        return attachment_response(stream, filename=file.filename, sha256=file.sha256)
 
 
 class ReviewQueueApi(ApiView):

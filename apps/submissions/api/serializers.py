@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.urls import reverse
 from rest_framework import serializers
 
 from apps.core.api.pagination import PageOutputSerializer
@@ -16,8 +17,23 @@ class SubmissionFileOutputSerializer(serializers.ModelSerializer[SubmissionFile]
         read_only_fields = fields
 
 
+class SubmissionFileReadSerializer(serializers.ModelSerializer[SubmissionFile]):
+    """A stored file in a listing: with its id and its download path."""
+
+    download_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SubmissionFile
+        fields = ("id", "filename", "size", "sha256", "uploaded_at", "download_url")
+        read_only_fields = fields
+
+    def get_download_url(self, file: SubmissionFile) -> str:
+        kwargs = {"submission_id": file.submission_id, "file_id": file.pk}
+        return reverse("submission-file-download", kwargs=kwargs)
+
+
 class SubmissionFileListOutputSerializer(serializers.Serializer[Any]):
-    files = SubmissionFileOutputSerializer(many=True)
+    files = SubmissionFileReadSerializer(many=True)
 
 
 class SubmissionOutputSerializer(serializers.ModelSerializer[Submission]):

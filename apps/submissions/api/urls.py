@@ -14,4 +14,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
         views.SubmissionFileListCreateApi.as_view(),
         name="submission-files",
     ),
+    path(
+        "submissions/<hexid:submission_id>/files/<fileid:file_id>/download/",
+        views.SubmissionFileDownloadApi.as_view(),
+        name="submission-file-download",
+    ),
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any
 
+from django.http import FileResponse
 from django.utils.datastructures import MultiValueDict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -13,9 +14,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.core.api.base import ApiView
+from apps.core.api.downloads import DOWNLOAD_RESPONSE, attachment_response
 from apps.core.api.pagination import PageQuerySerializer, page_of
 from apps.core.api.schema import error_responses
 from apps.core.exceptions import InvalidRequest
+from apps.core.readers import READER_SCOPE, submission_get_readable
 from apps.submissions.api.parsers import SingleFileMultiPartParser, StreamingMultiPartParser
 from apps.submissions.api.serializers import (
     SubmissionCreateInputSerializer,
@@ -25,6 +28,7 @@ from apps.submissions.api.serializers import (
     SubmissionOutputSerializer,
     SubmissionPageOutputSerializer,
 )
+from apps.submissions.files import submission_file_get, submission_file_open
 from apps.submissions.selectors import (
     submission_file_list,
     submission_get,
@@ -135,30 +139,69 @@ class SubmissionListCreateApi(ClosesUploadsMixin, ApiView):
         return self.respond(SubmissionOutputSerializer, submission, status=HTTPStatus.CREATED)
 
 
-class SubmissionDetailApi(ApiView):
-    """One of your submissions, with its files in upload order."""
+READ_403 = (
+    "`permission_denied`: someone else's submission that you may not read (readers are its "
+    "owner, staff, and reviewers while it awaits review or once they claimed or judged it); "
+    "`insufficient_scope`: the token lacks `read`, or `review` for someone else's submission."
+)
+
+
+class ReaderMixin:
+    """Views that show a submission's content to whoever may read it (`apps.core.readers`):
+    a token reading someone else's submission needs the `review` scope besides `read`."""
+
+    def readable(self, submission_id: str) -> Any:
+        view: Any = self
+        readable = submission_get_readable(submission_id=submission_id, user=view.user)
+        if not readable.as_owner:
+            view.scope_require(READER_SCOPE)
+        return readable
+
+
+class SubmissionDetailApi(ReaderMixin, ApiView):
+    """A submission you may read, with its files in upload order."""
 
     @extend_schema(
         operation_id="submissions_retrieve",
-        responses={200: SubmissionOutputSerializer, **error_responses(403, 404)},
+        responses={200: SubmissionOutputSerializer, **error_responses(403, 404, _403=READ_403)},
     )
     def get(self, request: Request, submission_id: str) -> Response:
-        submission = submission_get(submission_id=submission_id, user=self.user)
-        return self.respond(SubmissionOutputSerializer, submission)
+        return self.respond(SubmissionOutputSerializer, self.readable(submission_id).submission)
 
 
-class SubmissionFileListCreateApi(ClosesUploadsMixin, ApiView):
-    """GET: the submission's files in upload order. POST: add one file (streamed)."""
+class SubmissionFileDownloadApi(ReaderMixin, ApiView):
+    """One file of a submission you may read, as an attachment (streamed from storage; never
+    rendered by a browser)."""
+
+    @extend_schema(
+        operation_id="submissions_files_download",
+        responses={
+            (200, "application/octet-stream"): DOWNLOAD_RESPONSE,
+            **error_responses(403, 404, _403=READ_403),
+        },
+    )
+    def get(self, request: Request, submission_id: str, file_id: int) -> FileResponse:
+        readable = self.readable(submission_id)
+        file = submission_file_get(submission=readable.submission, file_id=file_id)
+        stream = submission_file_open(file=file)
+        return attachment_response(stream, filename=file.filename, sha256=file.sha256)
+
+
+class SubmissionFileListCreateApi(ReaderMixin, ClosesUploadsMixin, ApiView):
+    """GET: the files of a submission you may read, in upload order, each with its download
+    path. POST: add one file to your draft (streamed)."""
 
     parser_classes = [SingleFileMultiPartParser]
 
     @extend_schema(
         operation_id="submissions_files_list",
-        responses={200: SubmissionFileListOutputSerializer, **error_responses(403, 404)},
+        responses={
+            200: SubmissionFileListOutputSerializer,
+            **error_responses(403, 404, _403=READ_403),
+        },
     )
     def get(self, request: Request, submission_id: str) -> Response:
-        submission = submission_get(submission_id=submission_id, user=self.user)
-        files = submission_file_list(submission=submission)
+        files = submission_file_list(submission=self.readable(submission_id).submission)
         return self.respond(SubmissionFileListOutputSerializer, {"files": files})
 
     @extend_schema(
