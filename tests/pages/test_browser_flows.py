@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +219,36 @@ def test_pages_fit_a_phone_screen(browser, live_server, path: str, shots) -> Non
         shots(phone, "phone" + path.strip("/").replace("/", "-"))
     finally:
         context.close()
+
+
+def test_review_page_lists_archive_members_and_downloads_every_file(page, login, shots) -> None:
+    """A reviewer sees what is inside an archive and can download any file, a binary over
+    64 KiB included, byte for byte; a member's name is shown as text, never as markup."""
+    reviewer = make_user(username="wendy", reviewer=True)
+    submission = _review_pending(make_user(username="uploader"))
+    packed = io.BytesIO()
+    with zipfile.ZipFile(packed, "w") as archive:
+        archive.writestr("answers/q1.txt", "42\n")
+        archive.writestr("<img src=x onerror=alert(1)>.txt", "markup?\n")
+    add_file(submission, "answers.zip", packed.getvalue())
+    blob = bytes(range(256)) * 400  # 100 KiB of binary: not shown inline
+    add_file(submission, "weights.bin", blob)
+    add_file(submission, "main.py", b"print('hi')\n")
+
+    login(reviewer)
+    page.goto("/review/")
+    page.wait_for_selector(f"tr[data-submission-id='{submission.pk}'] .claim-button").click()
+    page.wait_for_selector("#detail-files details")
+    for summary in page.query_selector_all("#detail-files summary"):
+        summary.click()
+    members = page.inner_text("#detail-files table.members")
+    assert "answers/q1.txt" in members
+    assert "<img src=x onerror=alert(1)>.txt" in members
+    assert page.query_selector("#detail-files img") is None
+    shots(page, "review-members")
+
+    binary = page.wait_for_selector("#detail-files details:has-text('weights.bin') a.download")
+    with page.expect_download() as caught:
+        binary.click()
+    saved = Path(caught.value.path())
+    assert saved.read_bytes() == blob
