@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import sys
 import time
@@ -80,12 +81,18 @@ def plain(text: str) -> Text:
     return Text(terminal_safe(text))
 
 
+def _columns() -> int | None:
+    """`COLUMNS` when it is set to a width (a pipe has no width of its own)."""
+    raw = os.environ.get("COLUMNS", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
 def _console(stream: Any, *, force_terminal: bool | None = None) -> Console:
     terminal = stream.isatty() if force_terminal is None else force_terminal
     return Console(
         file=stream,
         force_terminal=force_terminal,
-        width=None if terminal else 160,
+        width=None if terminal else (_columns() or 160),
         soft_wrap=not terminal,
         highlight=False,
         emoji=False,
@@ -169,6 +176,13 @@ def fmt(value: Any) -> str:
     if isinstance(value, dict | list):
         return json.dumps(value)
     return str(value)
+
+
+def table_time(value: dt.datetime | None) -> str:
+    """A time in a table: local, to the minute (`job ID` and --json give it whole)."""
+    if value is None:
+        return "-"
+    return value.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
 def size(count: int) -> str:
