@@ -31,9 +31,7 @@ def _job(owner: User, *, score: float | None, status: str, job_id: str | None = 
     return make_job(submission, **fields)
 
 
-def test_jobs_and_job_show_the_score_and_the_submission_status(
-    cli: Cli, researcher: User
-) -> None:
+def test_jobs_and_job_show_the_score_and_the_submission_status(cli: Cli, researcher: User) -> None:
     graded = _job(researcher, score=0.75, status=SubmissionStatus.COMPLETED)
     pending = _job(researcher, score=0.5, status=SubmissionStatus.REVIEW_PENDING)
 
@@ -58,12 +56,11 @@ def test_jobs_and_job_show_the_score_and_the_submission_status(
     assert "review_pending" in one.stdout
 
 
-def test_submit_wait_tells_a_score_awaiting_review_from_a_final_one(
-    cli: Cli, grading: Any
-) -> None:
+def test_submit_wait_tells_a_score_awaiting_review_from_a_final_one(cli: Cli, grading: Any) -> None:
     result = cli.run("submit", str(EXAMPLES / "needs-review"), "--wait", "--timeout", "120")
     assert result.code == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "completed, awaiting review (score 0.5 pending)"
+    last = result.stdout.strip().splitlines()[-1]
+    assert last == "completed, awaiting review (score 0.5 pending)"
     assert "awaits a human review" in result.stderr
 
 
@@ -207,7 +204,7 @@ def test_questions_and_one_board_per_question(cli: Cli, researcher: User) -> Non
 
 def test_shell_completion_prints_a_script(cli: Cli) -> None:
     for shell, marker in (("bash", "complete "), ("zsh", "compdef"), ("fish", "complete ")):
-        result = cli.run(**{"_YOYAKU_COMPLETE": f"{shell}_source"})
+        result = cli.run(_YOYAKU_COMPLETE=f"{shell}_source")
         assert result.code == 0, result.stderr
         assert marker in result.stdout
         assert "_YOYAKU_COMPLETE" in result.stdout
