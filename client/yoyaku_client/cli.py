@@ -1132,12 +1132,20 @@ def schedule() -> None:
     or relative to now: +90s, +10m, +2h, +1d.
 
     \b
-    Examples:
-      yoyaku schedule book --at "2026-12-15 10:37:00" --path /api/schedule/tasks/ \\
-          --body '{"topic": "quota.boost", "content": {"concurrent": 1}}'
+    Examples (anyone):
+      yoyaku schedule book --at "2030-01-15 09:00:00" --path /api/quotas/reservations/ \\
+          --body '{"ttl_seconds": 3600}'
       yoyaku schedule book --birth +1h --death +3h --resource gpu-1 \\
           --path https://hooks.example.org/start --death-path https://hooks.example.org/stop
       yoyaku schedule list --state Inexistent
+    Staff only, and only as a term whose death restores the boost:
+      yoyaku schedule book --birth +1h --death +3h \\
+          --path /api/schedule/tasks/ \\
+          --body '{"topic": "quota.boost", "content": {"concurrent": 2}}' \\
+          --death-path /api/schedule/tasks/ \\
+          --death-body '{"topic": "quota.restore", "content": {"concurrent": 2}}'
+
+    Absolute URLs must be on a host the server allows (SCHEDULE_WEBHOOK_ALLOWED_HOSTS).
     """
 
 
@@ -1186,9 +1194,12 @@ def schedule_book(
     """Book a point (--at) or term (--birth and --death) reservation.
 
     \b
-    Example:
-      yoyaku schedule book --at +10m --path /api/schedule/tasks/ \\
-          --body '{"topic": "quota.boost", "content": {"concurrent": 1}}'
+    Examples:
+      yoyaku schedule book --at +10m --path /api/quotas/reservations/ \\
+          --body '{"ttl_seconds": 600}'
+      yoyaku schedule book --at +10m --path https://hooks.example.org/deploy \\
+          --body '{"ref": "main"}'
+    Staff: a quota boost is a term whose death restores it (see yoyaku schedule --help).
     """
     output = _output(as_json)
     if booking_file is not None:
