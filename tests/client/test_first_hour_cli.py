@@ -71,8 +71,10 @@ def test_tables_fit_80_columns_and_every_shortened_id_is_taken_back(
     first = _job(researcher, score=1.0, status="completed", job_id="abcdef0123" + "0" * 22)
     second = _job(researcher, score=0.25, status="completed", job_id="abcdef0124" + "1" * 22)
     reservation = cli.json("reserve")
+    life = cli.json("schedule", "book", "--at", "+3h", "--path", "/api/me/", "--method", "GET")
 
-    for command in (["jobs"], ["submissions"], ["quota"], ["leaderboard"], ["questions"]):
+    tables = (["jobs"], ["submissions"], ["quota"], ["leaderboard"], ["questions"])
+    for command in (*tables, ["schedule", "list"], ["token", "list"]):
         result = cli.run(*command, COLUMNS="80")
         assert result.code == 0, (command, result.stderr)
         for line in result.stdout.splitlines():
@@ -86,6 +88,7 @@ def test_tables_fit_80_columns_and_every_shortened_id_is_taken_back(
     assert cli.json("job", "ABCDEF0124")["job_id"] == second.pk
     assert cli.json("logs", "abcdef0124")["job_id"] == second.pk
     assert cli.json("release", reservation["reservation_id"][:8])["state"] == "released"
+    assert cli.json("schedule", "show", life["life_uuid"][:8])["life_uuid"] == life["life_uuid"]
     assert cli.json("jobs")[0]["job_id"] in (first.pk, second.pk)  # --json keeps full ids
 
 
