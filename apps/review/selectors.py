@@ -16,6 +16,7 @@ from django.db.models import (
     Exists,
     F,
     IntegerField,
+    Max,
     Min,
     OuterRef,
     QuerySet,
@@ -115,6 +116,46 @@ def leaderboard(
             completed_at=row.completed_at or row.updated_at,
         )
         for index, row in enumerate(best, start=1)
+    ]
+
+
+@dataclass(frozen=True)
+class LeaderboardQuestion:
+    question_id: str
+    skills: list[str]
+    users: int
+    best_score: float
+
+
+def leaderboard_questions(*, limit: int = 1000) -> list[LeaderboardQuestion]:
+    """The questions that have a leaderboard: those with at least one completed, scored
+    submission, by question id. Only what the leaderboard itself shows is read (completed and
+    scored), so a draft's or a failed submission's question id is never listed. Two queries,
+    served by the `submissions_leaderboard` index."""
+    ranked = Submission.objects.filter(status=SubmissionStatus.COMPLETED, score__isnull=False)
+    questions = list(
+        ranked.values("question_id")
+        .annotate(users=Count("owner_id", distinct=True), best=Max("score"))
+        .order_by("question_id")[:limit]
+    )
+    skills: dict[str, list[str]] = {}
+    names = [q["question_id"] for q in questions]
+    pairs = (
+        ranked.filter(question_id__in=names)
+        .values_list("question_id", "skill")
+        .distinct()
+        .order_by("question_id", "skill")
+    )
+    for question_id, skill in pairs:
+        skills.setdefault(question_id, []).append(skill)
+    return [
+        LeaderboardQuestion(
+            question_id=q["question_id"],
+            skills=skills.get(q["question_id"], []),
+            users=int(q["users"]),
+            best_score=float(q["best"] or 0.0),
+        )
+        for q in questions
     ]
 
 

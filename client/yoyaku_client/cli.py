@@ -29,6 +29,7 @@ from yoyaku_client.errors import (
     TransportError,
     YoyakuError,
 )
+from yoyaku_client.ids import IdError, resolve_id, shortener
 from yoyaku_client.models import Job, Life, Reservation, to_jsonable
 from yoyaku_client.output import (
     LineReporter,
@@ -38,9 +39,16 @@ from yoyaku_client.output import (
     TerminalStream,
     fmt,
     size,
+    table_time,
     terminal_console,
 )
-from yoyaku_client.submit import LocalRefusal, Reporter, SubmitOptions, Submitter
+from yoyaku_client.submit import (
+    RETRY_STATUSES,
+    LocalRefusal,
+    Reporter,
+    SubmitOptions,
+    Submitter,
+)
 from yoyaku_client.tokens import TOKEN_SCOPES, token_name_default
 from yoyaku_client.transport import RetryEvent, RetryPolicy
 
@@ -337,6 +345,12 @@ def _reporter(output: Output, progress: bool | None) -> Reporter:
     help="One key for the job, e.g. ci-$GITHUB_SHA (default: derived from you, the files' "
     "hashes and the configuration).",
 )
+@click.option(
+    "--retry",
+    is_flag=True,
+    help="When these files (or this key) already ran and the job failed or was cancelled, run "
+    "them again as a new job (running the same --retry command again finds that one job).",
+)
 @click.option("--wait", is_flag=True, help="Follow the job to its end.")
 @click.option(
     "--timeout", type=click.FloatRange(min=0), help="With --wait: give up after S seconds."
@@ -364,6 +378,7 @@ def submit(
     reserve: bool,
     reserve_ttl: int,
     idempotency_key: str | None,
+    retry: bool,
     wait: bool,
     timeout: float | None,
     progress: bool | None,
@@ -376,9 +391,13 @@ def submit(
     the same command again continues an interrupted upload, and never makes a second job:
     the idempotency key is derived from you, the files and the configuration.
 
+    When these files already ran and their job failed or was cancelled, the command says so
+    and exits 3 without a new job: add --retry to run them again.
+
     \b
     Examples:
       yoyaku submit examples/hello --wait
+      yoyaku submit examples/hello --wait --retry
       yoyaku submit main.py config.yaml data.zip --question q1 --reserve
       yoyaku submit . --idempotency-key "ci-$GITHUB_SHA" --wait --timeout 900 --json
     """
@@ -398,6 +417,7 @@ def submit(
         reserve=reserve,
         reserve_ttl=reserve_ttl,
         local_checks=not skip_local_checks,
+        retry=retry,
     )
     reporter = _reporter(output, progress)
     try:
@@ -406,7 +426,16 @@ def submit(
             reporter.close()
             job = result.job
             uploaded = sum(1 for f in result.files if f.action != "already stored")
-            if result.matched_existing:
+            code = EXIT_OK
+            if result.matched_existing and job.status in RETRY_STATUSES:
+                output.message(
+                    f"This exact submission already ran: job {job.job_id} was {job.status} "
+                    f"(submission {result.submission_id}, idempotency key "
+                    f"{result.idempotency_key}). No new job was made; run the same command "
+                    "with --retry to run it again."
+                )
+                code = EXIT_JOB_FAILED
+            elif result.matched_existing:
                 output.message(
                     f"Matched existing job {job.job_id} ({job.status}) of submission "
                     f"{result.submission_id}: idempotency key {result.idempotency_key}"
@@ -417,6 +446,8 @@ def submit(
                     f"({uploaded} sent now, {len(result.files) - uploaded} already stored)"
                 )
                 note = " (a retry confirmed it after a lost answer)" if job.idempotent_hit else ""
+                if result.retried:
+                    note += f", a retry of job {result.retried[-1]}"
                 output.message(f"Created job {job.job_id} ({job.status}){note}")
             for warning in job.quota_warnings:
                 output.warning(warning)
@@ -437,9 +468,9 @@ def submit(
                 "cost_limit_warning": job.cost_limit_warning,
                 "files": result.files,
                 "left_out": result.left_out,
+                "retried": result.retried,
             }
-            code = EXIT_OK
-            if wait:
+            if wait and code == EXIT_OK:
                 final, code = _follow(client, output, job.job_id, timeout)
                 submission = client.get_submission(result.submission_id)
                 document.update(
@@ -451,7 +482,7 @@ def submit(
                 _print_outcome(output, final, submission.score, submission.status)
             if as_json:
                 output.json(document)
-            elif not wait:
+            elif not wait or code:
                 output.print(job.job_id)
     finally:
         reporter.close()
@@ -475,30 +506,64 @@ def _follow(client: Client, output: Output, job_id: str, timeout: float | None) 
     return final, EXIT_OK if final.status == "completed" else EXIT_JOB_FAILED
 
 
+def outcome_line(status: str, score: float | None, submission_status: str) -> str:
+    """What `submit --wait` prints on stdout: `completed 1`, `failed -`, and for a grading
+    whose score waits for a reviewer `completed, awaiting review (score 0.5 pending)`."""
+    if status == "completed" and submission_status == "review_pending":
+        pending = "" if score is None else f" (score {fmt(score)} pending)"
+        return f"completed, awaiting review{pending}"
+    return f"{status} {fmt(score)}"
+
+
+def score_cell(job: Job) -> str:
+    """A table's score: `0.5`, `0.5 pending` while a reviewer has not decided, `-`."""
+    if job.awaiting_review:
+        return f"{fmt(job.score)} pending" if job.score is not None else "pending"
+    return fmt(job.score)
+
+
 def _print_outcome(output: Output, job: Job, score: float | None, submission_status: str) -> None:
     if job.status == "completed":
         if submission_status == "review_pending":
-            output.message(f"Job {job.job_id} completed: the submission awaits a human review")
+            output.message(
+                f"Job {job.job_id} completed: the submission awaits a human review; its score "
+                "counts once a reviewer approves it"
+            )
         else:
             output.message(f"Job {job.job_id} completed: score {fmt(score)}")
     else:
         reason = f": {job.error}" if job.error else ""
         output.message(f"Job {job.job_id} {job.status}{reason}")
     if not output.json_mode:
-        output.print(f"{job.status} {fmt(score)}")
+        output.print(outcome_line(job.status, score, submission_status))
 
 
 # --- jobs ----------------------------------------------------------------------------------------
 
 
 def _job_rows(jobs: Sequence[Job]) -> list[list[Any]]:
+    job_id = shortener(j.job_id for j in jobs)
+    submission_id = shortener(j.submission_id for j in jobs)
     return [
-        [j.job_id, j.status, j.submission_id, j.resource_class, j.created_at, j.finished_at]
+        [
+            job_id(j.job_id),
+            j.status,
+            score_cell(j),
+            submission_id(j.submission_id),
+            table_time(j.created_at),
+        ]
         for j in jobs
     ]
 
 
-_JOB_COLUMNS = ["job", "status", "submission", "class", "created", "finished"]
+# Fits 80 columns: ids are shortened to a unique prefix (any command takes it back), times
+# to the minute; `job ID` and --json show everything.
+_JOB_COLUMNS = ["job", "status", "score", "submission", "created"]
+
+
+def job_id_arg(client: Client, given: str) -> str:
+    """A job id or a unique prefix of one of your jobs."""
+    return resolve_id(given, kind="job", candidates=lambda: [j.job_id for j in client.list_jobs()])
 
 
 @cli.command()
@@ -510,7 +575,10 @@ _JOB_COLUMNS = ["job", "status", "submission", "class", "created", "finished"]
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @json_option
 def jobs(status: str | None, limit: int, as_json: bool) -> None:
-    """List your jobs, newest first.
+    """List your jobs, newest first, with their scores.
+
+    Ids are shortened to a unique prefix: every command takes it back (yoyaku job 3f2a9c0e).
+    A score that waits for a reviewer shows as "0.5 pending".
 
     \b
     Example:
@@ -542,6 +610,7 @@ def job(job_id: str, wait: bool, timeout: float | None, as_json: bool) -> None:
     output = _output(as_json)
     code = EXIT_OK
     with _client(output) as client:
+        job_id = job_id_arg(client, job_id)
         found = client.get_job(job_id)
         if wait and not found.finished:
             found, code = _follow(client, output, job_id, timeout)
@@ -554,7 +623,8 @@ def job(job_id: str, wait: bool, timeout: float | None, as_json: bool) -> None:
             f"job {found.job_id}",
             [
                 ("status", found.status),
-                ("submission", found.submission_id),
+                ("score", score_cell(found)),
+                ("submission", f"{found.submission_id} ({found.submission_status or '-'})"),
                 ("resource class", found.resource_class),
                 ("cost", found.cost),
                 ("config", found.config),
@@ -601,6 +671,7 @@ def logs(job_id: str, follow: bool, interval: float, raw: bool, as_json: bool) -
         output.write(text if raw else stream.feed(text))
 
     with _client(output) as client:
+        job_id = job_id_arg(client, job_id)
         current = client.job_logs(job_id)
         if not follow:
             if as_json:
@@ -651,7 +722,7 @@ def cancel(job_id: str, as_json: bool) -> None:
     """
     output = _output(as_json)
     with _client(output) as client:
-        found = client.cancel_job(job_id)
+        found = client.cancel_job(job_id_arg(client, job_id))
     if as_json:
         output.json(found)
     else:
@@ -662,7 +733,11 @@ def cancel(job_id: str, as_json: bool) -> None:
 
 
 def _reservation_rows(reservations: Sequence[Reservation]) -> list[list[Any]]:
-    return [[r.reservation_id, r.state, r.expires_at, r.job_id or None] for r in reservations]
+    short = shortener([r.reservation_id for r in reservations] + [r.job_id for r in reservations])
+    return [
+        [short(r.reservation_id), r.state, table_time(r.expires_at), short(r.job_id) or None]
+        for r in reservations
+    ]
 
 
 @cli.command()
@@ -745,6 +820,11 @@ def release(reservation_id: str, as_json: bool) -> None:
     """
     output = _output(as_json)
     with _client(output) as client:
+        reservation_id = resolve_id(
+            reservation_id,
+            kind="reservation",
+            candidates=lambda: [r.reservation_id for r in client.list_reservations()],
+        )
         reservation = client.release_reservation(reservation_id)
     if as_json:
         output.json(reservation)
@@ -756,30 +836,69 @@ def release(reservation_id: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--question", "question_id", help="Only this question.")
+@click.option(
+    "--question", "question_id", help="This question's board (default: one board per question)."
+)
 @click.option("--skill", help="Only this skill.")
-@click.option("--limit", type=click.IntRange(1, 1000), help="At most this many rows.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    help="At most this many rows (default: 100 for one question, 10 per board without one).",
+)
 @json_option
 def leaderboard(
     question_id: str | None, skill: str | None, limit: int | None, as_json: bool
 ) -> None:
-    """Best completed score per user, ranked (no login needed while it is public).
+    """Best completed score per user, ranked, for each question on its own (no login needed
+    while it is public).
+
+    Without --question: one board per question (its top 10; `yoyaku questions` lists them),
+    and --json gives [{"question_id", "skills", "users", "best_score", "rows": [...]}]. With
+    --question: that board, and --json gives its rows. Submissions sent without a question
+    are ranked together as the question "" (--question "").
 
     \b
-    Example:
+    Examples:
+      yoyaku leaderboard
       yoyaku leaderboard --question q1 --skill reading
     """
     output = _output(as_json)
     with _client(output, need_token=False) as client:
-        rows = client.leaderboard(question_id=question_id, skill=skill, limit=limit)
+        if question_id is not None:
+            rows = client.leaderboard(question_id=question_id, skill=skill, limit=limit)
+            if as_json:
+                output.json(rows)
+            else:
+                _leaderboard_table(output, None, rows)
+            return
+        questions = client.leaderboard_questions()
+        if skill is not None:
+            questions = [q for q in questions if skill in q.skills]
+        boards = [
+            (q, client.leaderboard(question_id=q.question_id, skill=skill, limit=limit or 10))
+            for q in questions
+        ]
     if as_json:
-        output.json(rows)
-    else:
-        output.table(
-            None,
-            ["rank", "user", "score", "submission", "completed"],
-            [[r.rank, r.user.username, r.score, r.submission_id, r.completed_at] for r in rows],
-        )
+        output.json([{**to_jsonable(q), "rows": rows} for q, rows in boards])
+        return
+    if not boards:
+        output.message("No scored submission yet: nothing is ranked.")
+    for q, rows in boards:
+        name = f"question {q.question_id}" if q.question_id else "no question"
+        skills = ", ".join(x or "-" for x in q.skills)
+        _leaderboard_table(output, f"{name} (skills: {skills}; {q.users} ranked)", rows)
+
+
+def _leaderboard_table(output: Output, title: str | None, rows: Sequence[Any]) -> None:
+    short = shortener(r.submission_id for r in rows)
+    output.table(
+        title,
+        ["rank", "user", "score", "submission", "completed"],
+        [
+            [r.rank, r.user.username, r.score, short(r.submission_id), table_time(r.completed_at)]
+            for r in rows
+        ],
+    )
 
 
 @cli.group()
@@ -792,6 +911,15 @@ def review() -> None:
       yoyaku review claim <submission>
       yoyaku review complete <submission> --approve --score 0.9 --comment "checked"
     """
+
+
+def _queued_id(client: Client, given: str) -> str:
+    """A submission id, or a unique prefix of one in the review queue."""
+    return resolve_id(
+        given,
+        kind="submission awaiting review",
+        candidates=lambda: [r.submission_id for r in client.review_queue(limit=500)],
+    )
 
 
 @review.command("queue")
@@ -810,18 +938,19 @@ def review_queue(limit: int | None, as_json: bool) -> None:
     if as_json:
         output.json(rows)
         return
+    short = shortener(r.submission_id for r in rows)
     output.table(
         None,
         ["submission", "owner", "question", "skill", "score", "claimed by", "claim expires"],
         [
             [
-                r.submission_id,
+                short(r.submission_id),
                 r.owner.username if r.owner else None,
                 r.question_id,
                 r.skill,
                 r.score,
                 r.claimed_by.username if r.claimed_by else None,
-                r.claim_expires_at,
+                table_time(r.claim_expires_at) if r.claim_expires_at else None,
             ]
             for r in rows
         ],
@@ -840,7 +969,7 @@ def review_claim(submission_id: str, as_json: bool) -> None:
     """
     output = _output(as_json)
     with _client(output) as client:
-        claim = client.claim_review(submission_id)
+        claim = client.claim_review(_queued_id(client, submission_id))
     if as_json:
         output.json(claim)
     else:
@@ -859,7 +988,7 @@ def review_extend(submission_id: str, as_json: bool) -> None:
     """
     output = _output(as_json)
     with _client(output) as client:
-        claim = client.extend_review_claim(submission_id)
+        claim = client.extend_review_claim(_queued_id(client, submission_id))
     if as_json:
         output.json(claim)
     else:
@@ -878,7 +1007,7 @@ def review_release(submission_id: str, as_json: bool) -> None:
     """
     output = _output(as_json)
     with _client(output) as client:
-        result = client.release_review_claim(submission_id)
+        result = client.release_review_claim(_queued_id(client, submission_id))
     if as_json:
         output.json(result)
     else:
@@ -906,7 +1035,7 @@ def review_complete(
     output = _output(as_json)
     with _client(output) as client:
         outcome = client.complete_review(
-            submission_id, verdict=verdict, score=score, comment=comment
+            _queued_id(client, submission_id), verdict=verdict, score=score, comment=comment
         )
     if as_json:
         output.json(outcome)
@@ -926,7 +1055,7 @@ def review_regrade(submission_id: str, as_json: bool) -> None:
     """
     output = _output(as_json)
     with _client(output) as client:
-        result = client.regrade(submission_id)
+        result = client.regrade(resolve_id(submission_id, kind="submission"))
     if as_json:
         output.json(result)
     else:
@@ -971,10 +1100,25 @@ def _body_arg(value: str | None, name: str) -> Any:
 
 
 def _life_rows(lives: Sequence[Life]) -> list[list[Any]]:
+    short = shortener(x.life_uuid for x in lives)
     return [
-        [x.life_uuid, x.schedule_type, x.resource_id or None, x.state, x.birth_time, x.death_time]
+        [
+            short(x.life_uuid),
+            x.schedule_type,
+            x.resource_id or None,
+            x.state,
+            table_time(x.birth_time),
+            table_time(x.death_time) if x.death_time else None,
+        ]
         for x in lives
     ]
+
+
+def life_id_arg(client: Client, given: str) -> str:
+    """A Life's uuid or a unique prefix of one of yours."""
+    return resolve_id(
+        given, kind="reservation", candidates=lambda: [x.life_uuid for x in client.list_schedules()]
+    )
 
 
 _LIFE_COLUMNS = ["life", "type", "resource", "state", "birth", "death"]
@@ -988,12 +1132,20 @@ def schedule() -> None:
     or relative to now: +90s, +10m, +2h, +1d.
 
     \b
-    Examples:
-      yoyaku schedule book --at "2026-12-15 10:37:00" --path /api/schedule/tasks/ \\
-          --body '{"topic": "quota.boost", "content": {"concurrent": 1}}'
+    Examples (anyone):
+      yoyaku schedule book --at "2030-01-15 09:00:00" --path /api/quotas/reservations/ \\
+          --body '{"ttl_seconds": 3600}'
       yoyaku schedule book --birth +1h --death +3h --resource gpu-1 \\
           --path https://hooks.example.org/start --death-path https://hooks.example.org/stop
       yoyaku schedule list --state Inexistent
+    Staff only, and only as a term whose death restores the boost:
+      yoyaku schedule book --birth +1h --death +3h \\
+          --path /api/schedule/tasks/ \\
+          --body '{"topic": "quota.boost", "content": {"concurrent": 2}}' \\
+          --death-path /api/schedule/tasks/ \\
+          --death-body '{"topic": "quota.restore", "content": {"concurrent": 2}}'
+
+    Absolute URLs must be on a host the server allows (SCHEDULE_WEBHOOK_ALLOWED_HOSTS).
     """
 
 
@@ -1042,9 +1194,12 @@ def schedule_book(
     """Book a point (--at) or term (--birth and --death) reservation.
 
     \b
-    Example:
-      yoyaku schedule book --at +10m --path /api/schedule/tasks/ \\
-          --body '{"topic": "quota.boost", "content": {"concurrent": 1}}'
+    Examples:
+      yoyaku schedule book --at +10m --path /api/quotas/reservations/ \\
+          --body '{"ttl_seconds": 600}'
+      yoyaku schedule book --at +10m --path https://hooks.example.org/deploy \\
+          --body '{"ref": "main"}'
+    Staff: a quota boost is a term whose death restores it (see yoyaku schedule --help).
     """
     output = _output(as_json)
     if booking_file is not None:
@@ -1166,7 +1321,7 @@ def schedule_show(life_uuid: str, as_json: bool) -> None:
     """
     output = _output(as_json)
     with _client(output) as client:
-        life = client.get_schedule(life_uuid)
+        life = client.get_schedule(life_id_arg(client, life_uuid))
     _show_life(output, life, as_json)
 
 
@@ -1182,7 +1337,7 @@ def schedule_cancel(life_uuid: str, as_json: bool) -> None:
     """
     output = _output(as_json)
     with _client(output) as client:
-        life = client.cancel_schedule(life_uuid)
+        life = client.cancel_schedule(life_id_arg(client, life_uuid))
     _show_life(output, life, as_json)
 
 
@@ -1196,9 +1351,12 @@ def _fail(output: Output, code: int, message: str, document: dict[str, Any]) -> 
     sys.exit(code)
 
 
+from yoyaku_client.cli_browse import questions, submissions  # noqa: E402
 from yoyaku_client.cli_tokens import token  # noqa: E402 - the group above must exist first
 
 cli.add_command(token)
+cli.add_command(submissions)
+cli.add_command(questions)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -1233,6 +1391,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "problems": exc.problems,
             },
         )
+    except IdError as exc:
+        output.json_mode = _State.json_mode
+        _fail(output, EXIT_USAGE if exc.usage else EXIT_ERROR, str(exc), exc.to_dict())
     except ApiError as exc:
         output.json_mode = _State.json_mode
         code = EXIT_QUOTA if exc.code in QUOTA_CODES else EXIT_ERROR

@@ -7,7 +7,9 @@ import datetime as dt
 import click
 
 from yoyaku_client.cli import _client, _output, json_option
+from yoyaku_client.ids import resolve_id, shortener
 from yoyaku_client.models import to_jsonable
+from yoyaku_client.output import table_time
 from yoyaku_client.tokens import TOKEN_SCOPES
 
 
@@ -38,11 +40,19 @@ def token_list(as_json: bool) -> None:
     if as_json:
         output.json([{k: v for k, v in to_jsonable(t).items() if k != "token"} for t in tokens])
         return
+    short = shortener(t.id for t in tokens)
     output.table(
         None,
         ["id", "name", "scopes", "created", "expires", "last used"],
         [
-            [t.id, t.name, " ".join(t.scopes), t.created_at, t.expires_at, t.last_used_at]
+            [
+                short(t.id),
+                t.name,
+                " ".join(t.scopes),
+                table_time(t.created_at),
+                table_time(t.expires_at) if t.expires_at else None,
+                table_time(t.last_used_at) if t.last_used_at else None,
+            ]
             for t in tokens
         ],
     )
@@ -103,6 +113,9 @@ def token_revoke(token_id: str, as_json: bool) -> None:
     """
     output = _output(as_json)
     with _client(output) as client:
+        token_id = resolve_id(
+            token_id, kind="token", candidates=lambda: [t.id for t in client.list_tokens()]
+        )
         client.revoke_token(token_id)
     if as_json:
         output.json({"id": token_id, "revoked": True})

@@ -30,6 +30,7 @@ from yoyaku_client.models import (
     Job,
     JobLogs,
     JobSubmission,
+    LeaderboardQuestion,
     LeaderboardRow,
     Life,
     Me,
@@ -469,6 +470,11 @@ class Client:
         return [
             LeaderboardRow.from_api(r) for r in self._json("GET", "/leaderboard/", params=params)
         ]
+
+    def leaderboard_questions(self, *, limit: int | None = None) -> list[LeaderboardQuestion]:
+        """`GET /api/leaderboard/questions/`: the questions that have a leaderboard."""
+        rows = self._json("GET", "/leaderboard/questions/", params={"limit": limit})
+        return [LeaderboardQuestion.from_api(r) for r in rows]
 
     def review_queue(self, *, limit: int | None = None) -> list[ReviewQueueEntry]:
         """`GET /api/review/queue/` (reviewers)."""

@@ -16,6 +16,7 @@ __all__ = [
     "Job",
     "JobLogs",
     "JobSubmission",
+    "LeaderboardQuestion",
     "LeaderboardRow",
     "Life",
     "Me",
@@ -210,10 +211,18 @@ class Job:
     created_at: dt.datetime | None
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
+    #: The submission's status and score (`review_pending`: the score awaits a reviewer).
+    submission_status: str = ""
+    score: float | None = None
 
     @property
     def finished(self) -> bool:
         return self.status in FINISHED_JOB_STATUSES
+
+    @property
+    def awaiting_review(self) -> bool:
+        """The grading ran, and its score waits for a human verdict."""
+        return self.submission_status == "review_pending"
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> Job:
@@ -229,6 +238,8 @@ class Job:
             created_at=parse_time(data.get("created_at")),
             started_at=parse_time(data.get("started_at")),
             finished_at=parse_time(data.get("finished_at")),
+            submission_status=_str(data, "submission_status"),
+            score=_float(data, "score"),
         )
 
 
@@ -345,6 +356,26 @@ class LeaderboardRow:
             score=_float(data, "score") or 0.0,
             submission_id=_str(data, "submission_id"),
             completed_at=parse_time(data.get("completed_at")),
+        )
+
+
+@dataclass(frozen=True)
+class LeaderboardQuestion:
+    """A question that has a leaderboard: its skills, how many users are ranked, the best
+    score. `question_id` is empty for submissions sent without one."""
+
+    question_id: str
+    skills: list[str]
+    users: int
+    best_score: float
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> LeaderboardQuestion:
+        return cls(
+            question_id=_str(data, "question_id"),
+            skills=[str(x) for x in data.get("skills") or []],
+            users=_int(data, "users"),
+            best_score=_float(data, "best_score") or 0.0,
         )
 
 

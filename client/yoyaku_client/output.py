@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import sys
 import time
@@ -38,6 +39,7 @@ from yoyaku_client.submit import LocalFile, Reporter
 # bidirectional controls that make a terminal with bidi support reorder a line.
 _UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _LINE_BREAKS = re.compile("\r\n|\r")
+_ID_CELL = re.compile(r"^[0-9a-f]{4,32}$")
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -80,12 +82,18 @@ def plain(text: str) -> Text:
     return Text(terminal_safe(text))
 
 
+def _columns() -> int | None:
+    """`COLUMNS` when it is set to a width (a pipe has no width of its own)."""
+    raw = os.environ.get("COLUMNS", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
 def _console(stream: Any, *, force_terminal: bool | None = None) -> Console:
     terminal = stream.isatty() if force_terminal is None else force_terminal
     return Console(
         file=stream,
         force_terminal=force_terminal,
-        width=None if terminal else 160,
+        width=None if terminal else (_columns() or 160),
         soft_wrap=not terminal,
         highlight=False,
         emoji=False,
@@ -140,10 +148,14 @@ class Output:
         table = Table(
             title=None if title is None else plain(title), show_lines=False, title_justify="left"
         )
-        for column in columns:
-            table.add_column(plain(column), overflow="fold")
-        for row in rows:
-            table.add_row(*[plain(fmt(v)) for v in row])
+        cells = [[fmt(v) for v in row] for row in rows]
+        for index, column in enumerate(columns):
+            # A column of ids is never folded: a shortened id must stay copyable in one piece.
+            ids = [row[index] for row in cells if index < len(row) and row[index] != "-"]
+            whole = bool(ids) and all(_ID_CELL.match(v) for v in ids)
+            table.add_column(plain(column), overflow="fold", no_wrap=whole)
+        for row in cells:
+            table.add_row(*[plain(v) for v in row])
         self.out.print(table)
 
     def fields(self, title: str | None, pairs: Sequence[tuple[str, Any]]) -> None:
@@ -169,6 +181,13 @@ def fmt(value: Any) -> str:
     if isinstance(value, dict | list):
         return json.dumps(value)
     return str(value)
+
+
+def table_time(value: dt.datetime | None) -> str:
+    """A time in a table: local, to the minute (`job ID` and --json give it whole)."""
+    if value is None:
+        return "-"
+    return value.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
 def size(count: int) -> str:

@@ -19,6 +19,7 @@ The order of a submission (an optional quota reservation, then one file per requ
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -346,6 +347,8 @@ class SubmitOptions:
     reserve: bool = False
     reserve_ttl: int = 300
     local_checks: bool = True
+    #: When the key's job failed or was cancelled, make a new job (under `retry_key`).
+    retry: bool = False
 
 
 @dataclass(frozen=True)
@@ -369,6 +372,19 @@ class SubmitResult:
     files: list[FileOutcome]
     reservation_id: str | None
     left_out: list[str]
+    #: With `retry`: the failed or cancelled jobs this run followed to reach its key.
+    retried: list[str] = field(default_factory=list)
+
+
+RETRY_STATUSES = frozenset({"failed", "cancelled"})
+
+
+def retry_key(key: str, job_id: str) -> str:
+    """The key of a retry of `job_id`, which ran under `key`: derived from both, so running
+    the same `--retry` command again (a lost answer, Ctrl-C) finds the one retry job instead of
+    making another, and a retry that fails too is retried under a key of its own."""
+    digest = hashlib.sha256(f"{key}\n{job_id}".encode()).hexdigest()[:40]
+    return f"yoyaku-retry-{digest}"
 
 
 class _Extender:
@@ -445,20 +461,31 @@ class Submitter:
                 metadata=options.metadata,
                 job_config=options.job_config,
             )
-            state = UploadState.load(self.client.base_url, me.username, key)
-            existing = self._find(key, state)
-            if existing:  # comparing with what is stored needs every hash
-                hashes.wait_all()
-            sealed = next((s for s in existing if s.status != "draft"), None)
-            if sealed is not None:
-                return self._replay(sealed, key, state, files, options, left_out)
+            retried: list[str] = []
+            while True:
+                state = UploadState.load(self.client.base_url, me.username, key)
+                existing = self._find(key, state)
+                if existing:  # comparing with what is stored needs every hash
+                    hashes.wait_all()
+                sealed = next((s for s in existing if s.status != "draft"), None)
+                if sealed is None:
+                    break
+                replay = self._replay(sealed, key, state, files, options, left_out)
+                if not options.retry or replay.job.status not in RETRY_STATUSES:
+                    return dataclasses.replace(replay, retried=retried)
+                retried.append(replay.job.job_id)
+                self.reporter.message(
+                    f"job {replay.job.job_id} of these files was {replay.job.status}: retrying"
+                )
+                key = retry_key(key, replay.job.job_id)
             draft = next((s for s in existing if self._compatible(s, files, options)), None)
             if existing and draft is None:
                 self.reporter.message(
                     f"draft {existing[0].submission_id} of this key holds other files or "
                     "settings; starting a new submission"
                 )
-            return self._upload_and_enqueue(draft, key, state, files, options, left_out, hashes)
+            result = self._upload_and_enqueue(draft, key, state, files, options, left_out, hashes)
+            return dataclasses.replace(result, retried=retried)
         finally:
             hashes.close()
 

@@ -170,7 +170,10 @@ def test_submit_wait_jobs_job_logs_quota_and_leaderboard(
         (1, "researcher", 1.0)
     ]
     # Public: no token needed.
-    assert cli.as_user(None).json("leaderboard") == board
+    assert cli.as_user(None).json("leaderboard", "--question", "q1", "--skill", "reading") == board
+    assert cli.as_user(None).json("leaderboard") == [
+        {"question_id": "q1", "skills": ["reading"], "users": 1, "best_score": 1.0, "rows": board}
+    ]
 
 
 def test_logs_follow_prints_until_the_job_ends(cli: Cli, grading: Any) -> None:

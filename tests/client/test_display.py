@@ -215,11 +215,11 @@ def test_submit_refuses_a_disguised_local_name_before_sending_and_shows_it_escap
 
 def test_an_id_holding_escape_sequences_is_sent_as_data_and_shown_escaped(cli: Cli) -> None:
     """A pasted id with ESC or URL syntax in it never becomes a traceback or a different URL:
-    it is sent percent-encoded, the server answers 404 and the message shows it inert."""
+    the client refuses it as malformed before any request (exit 2) and shows it inert."""
     for hostile in (CLEAR + "abc", "abc?format=csv#x", "a b\tc"):
         done = run(cli, "job", hostile)
-        assert done.code == 1, done.err
+        assert done.code == 2, done.err
         assert "Traceback" not in done.err
         for control in TERMINAL_CONTROLS:
             assert control not in done.out + done.err
-        assert "No API endpoint" in done.err or "not found" in done.err.lower(), done.err
+        assert "is not a job id" in done.err, done.err

@@ -105,6 +105,21 @@ class ArchiveMemberSerializer(serializers.Serializer[Any]):
     type = serializers.CharField(source="kind", help_text="`file` or `folder`.")
 
 
+class LeaderboardQuestionsQuerySerializer(serializers.Serializer[Any]):
+    limit = serializers.IntegerField(min_value=1, max_value=1000, default=1000)
+
+
+class LeaderboardQuestionSerializer(serializers.Serializer[Any]):
+    question_id = serializers.CharField(
+        allow_blank=True, help_text="The question id (empty: submissions sent without one)."
+    )
+    skills = serializers.ListField(
+        child=serializers.CharField(allow_blank=True), help_text="Skills ranked under it."
+    )
+    users = serializers.IntegerField(help_text="Users with a completed, scored submission.")
+    best_score = serializers.FloatField()
+
+
 class ReviewFileSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     filename = serializers.CharField()

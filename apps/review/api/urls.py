@@ -18,4 +18,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(f"{_S}complete/", views.ReviewCompleteApi.as_view(), name="review-complete"),
     path(f"{_S}regrade/", views.SubmissionRegradeApi.as_view(), name="review-regrade"),
     path("leaderboard/", views.LeaderboardApi.as_view(), name="leaderboard"),
+    path(
+        "leaderboard/questions/",
+        views.LeaderboardQuestionsApi.as_view(),
+        name="leaderboard-questions",
+    ),
 ]

@@ -229,3 +229,21 @@ class LeaderboardApi(ApiView):
             question_id=query.get("question_id"), skill=query.get("skill"), limit=query["limit"]
         )
         return self.respond(s.LeaderboardRowSerializer, rows, many=True)
+
+
+class LeaderboardQuestionsApi(LeaderboardApi):
+    """The questions that have a leaderboard (a completed, scored submission), by question id,
+    with their skills, how many users are ranked and the best score. Visible like the
+    leaderboard."""
+
+    @extend_schema(
+        parameters=[s.LeaderboardQuestionsQuerySerializer],
+        responses={200: s.LeaderboardQuestionSerializer(many=True), **error_responses(400)},
+        operation_id="leaderboard_questions",
+        description="Public while LEADERBOARD_PUBLIC is on (the default); when it is off, 401 "
+        "without authentication.",
+    )
+    def get(self, request: Request) -> Response:
+        query = self.query(s.LeaderboardQuestionsQuerySerializer)
+        rows = selectors.leaderboard_questions(limit=query["limit"])
+        return self.respond(s.LeaderboardQuestionSerializer, rows, many=True)

@@ -1,0 +1,91 @@
+"""`yoyaku submissions` and `yoyaku questions`: what you sent, and what there is to rank."""
+
+from __future__ import annotations
+
+import itertools
+
+import click
+
+from yoyaku_client.cli import _client, _output, json_option
+from yoyaku_client.ids import shortener
+from yoyaku_client.output import fmt, table_time
+
+_STATUSES = ["draft", "pending", "processing", "completed", "review_pending", "failed"]
+
+
+@click.command()
+@click.option("--status", type=click.Choice(_STATUSES), help="Only submissions in this status.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@json_option
+def submissions(status: str | None, limit: int, as_json: bool) -> None:
+    """List your submissions, newest first: status, question, skill, score and files.
+
+    A score in review_pending waits for a reviewer's verdict. Ids are shortened to a unique
+    prefix; --json gives them whole.
+
+    \b
+    Examples:
+      yoyaku submissions
+      yoyaku submissions --status review_pending --json
+    """
+    output = _output(as_json)
+    with _client(output) as client:
+        found = client.iter_submissions(page_size=100)
+        if status is not None:
+            found = (s for s in found if s.status == status)
+        rows = list(itertools.islice(found, limit))
+    if as_json:
+        output.json(rows)
+        return
+    short = shortener(s.submission_id for s in rows)
+    output.table(
+        None,
+        ["submission", "status", "question", "skill", "score", "files", "created"],
+        [
+            [
+                short(s.submission_id),
+                s.status,
+                s.question_id or None,
+                s.skill or None,
+                f"{fmt(s.score)} pending" if s.status == "review_pending" else s.score,
+                len(s.files),
+                table_time(s.created_at),
+            ]
+            for s in rows
+        ],
+    )
+
+
+@click.command()
+@json_option
+def questions(as_json: bool) -> None:
+    """List the questions that have a leaderboard, with their skills, how many users are
+    ranked and the best score (no login needed while the leaderboard is public).
+
+    \b
+    Example:
+      yoyaku questions
+      yoyaku leaderboard --question q1
+    """
+    output = _output(as_json)
+    with _client(output, need_token=False) as client:
+        found = client.leaderboard_questions()
+    if as_json:
+        output.json(found)
+        return
+    if not found:
+        output.message("No scored submission yet: no question has a leaderboard.")
+        return
+    output.table(
+        None,
+        ["question", "skills", "users", "best score"],
+        [
+            [
+                q.question_id or "(none)",
+                ", ".join(x or "-" for x in q.skills),
+                q.users,
+                q.best_score,
+            ]
+            for q in found
+        ],
+    )
