@@ -3,6 +3,7 @@ for its owner and for a reviewer."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -11,8 +12,26 @@ from yoyaku_client.cli import _client, _output, json_option
 from yoyaku_client.client import Client
 from yoyaku_client.errors import ApiError, YoyakuError
 from yoyaku_client.files import StoredFile
+from yoyaku_client.ids import resolve_id
 from yoyaku_client.models import to_jsonable
 from yoyaku_client.output import Output, size, terminal_safe
+
+
+def _submission_id(client: Client, given: str) -> str:
+    """A submission id, or a unique prefix of one of the caller's submissions or of one in the
+    review queue (a reviewer's)."""
+
+    def candidates() -> Iterator[str]:
+        for submission in client.iter_submissions(page_size=100):
+            yield submission.submission_id
+        try:
+            queue = client.review_queue(limit=500)
+        except ApiError:  # not a reviewer: their own submissions are all there is
+            return
+        for row in queue:
+            yield row.submission_id
+
+    return resolve_id(given, kind="submission", candidates=candidates)
 
 
 @click.command("show")
@@ -28,7 +47,7 @@ def review_show(submission_id: str, as_json: bool) -> None:
     """
     output = _output(as_json)
     with _client(output) as client:
-        detail = client.review_submission(submission_id)
+        detail = client.review_submission(_submission_id(client, submission_id))
     if as_json:
         output.json(detail)
         return
@@ -122,6 +141,7 @@ def download(submission_id: str, file: str | None, output_dir: Path, as_json: bo
     output: Output = _output(as_json)
     saved: list[dict[str, object]] = []
     with _client(output) as client:
+        submission_id = _submission_id(client, submission_id)
         files, through_review = _files(client, submission_id)
         for stored in _pick(files, file):
             path = client.download_file(

@@ -3,6 +3,7 @@ server: the right bytes on disk, and a name from the server never used as a path
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -132,3 +133,21 @@ def test_logs_works_for_a_reviewer_of_the_jobs_submission(
     refused = reviewer_cli.run("logs", other.pk, "--json")
     assert refused.code == 1
     assert refused.json()["code"] == "permission_denied"
+
+
+def test_review_show_and_download_take_an_id_prefix_as_tables_show_it(
+    cli: Cli, reviewer_cli: Cli, waiting: Submission, tmp_path: Path
+) -> None:
+    """The owner's prefix resolves among their submissions, a reviewer's among the queue; a
+    prefix of nothing the caller may see is `unknown_id`, never another user's submission."""
+    prefix = waiting.pk[:8]
+    shown = reviewer_cli.json("review", "show", prefix)
+    assert waiting.pk in json.dumps(shown)
+    saved = cli.json("download", prefix, "answers.zip", "-o", str(tmp_path / "owner"))
+    assert (tmp_path / "owner" / "answers.zip").read_bytes() == ZIP
+    assert len(saved) == 1
+
+    stranger = cli.as_user(make_token(make_user(username="stranger")))
+    refused = stranger.run("download", prefix, "--json", "-o", str(tmp_path / "stranger"))
+    assert refused.code == 1, refused.stderr
+    assert refused.json()["code"] == "unknown_id"
