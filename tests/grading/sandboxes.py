@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 
@@ -20,6 +21,13 @@ def live_pids() -> list[str]:
         for entry in os.listdir("/proc")
         if entry.isdigit() and not _status(entry).get("State", "Z").startswith(("Z", "X"))
     ]
+
+
+def sleep_argument(seconds: int) -> str:
+    """A `sleep` duration of about `seconds` that no other process on the host holds in its
+    command line: the tests find their program by it, and another test run on the same
+    machine (CI beside a developer's `make test`) runs the same programs."""
+    return f"{seconds}.{uuid.uuid4().int % 10**9:09d}"
 
 
 def processes_with_argument(argument: str) -> list[int]:

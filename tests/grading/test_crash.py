@@ -19,15 +19,15 @@ from apps.jobs.models import Job, JobStatus
 from apps.submissions.models import Submission, SubmissionStatus
 from tests.factories.jobs import make_job
 from tests.factories.submissions import make_stored_submission
-from tests.grading.sandboxes import processes_with_argument
+from tests.grading.sandboxes import processes_with_argument, sleep_argument
 from tests.processes import Start, child_env, wait_for
 
 # The sandbox lets nothing out but the logs and metrics.json: a survivor of the killed worker
 # is looked for on the host by the unique argument of the `sleep` it runs.
 SLEEPER = """
 import json, subprocess
-subprocess.run(["/bin/sleep", "2.5417"], check=True)
-json.dump({"score": 0.6}, open("metrics.json", "w"))
+subprocess.run(["/bin/sleep", "{marker}"], check=True)
+json.dump({{"score": 0.6}}, open("metrics.json", "w"))
 """
 
 
@@ -56,7 +56,8 @@ def test_cluster_killed_mid_grade_completes_exactly_once_after_lease(
     from django_q.brokers.orm import ORM
     from django_q.tasks import async_task
 
-    submission = make_stored_submission(user, program=SLEEPER)
+    marker = sleep_argument(2)
+    submission = make_stored_submission(user, program=SLEEPER.format(marker=marker))
     job = make_job(submission)
     # GRADING_TIMEOUT 4 s -> lease 5 s (renewed while the worker lives); the broker re-delivers
     # an unacknowledged task 11 s after it handed it out.
@@ -70,10 +71,10 @@ def test_cluster_killed_mid_grade_completes_exactly_once_after_lease(
 
     wait_for(graded_once_started, 40, "the first attempt to start")
     time.sleep(0.5)
-    assert processes_with_argument("2.5417"), "the first attempt's program is not running"
+    assert processes_with_argument(marker), "the first attempt's program is not running"
     os.killpg(first.pid, signal.SIGKILL)  # the cluster and its workers; the sandbox dies with them
     first.wait(timeout=10)
-    wait_for(lambda: not processes_with_argument("2.5417"), 5, "the sandbox to end")
+    wait_for(lambda: not processes_with_argument(marker), 5, "the sandbox to end")
 
     second = start_cluster("second", **timings)
     wait_for(

@@ -21,7 +21,7 @@ from apps.jobs.models import Job, JobStatus
 from apps.submissions.models import Submission, SubmissionStatus
 from tests.factories.jobs import make_job
 from tests.factories.submissions import make_stored_submission, tar_gz_bytes, zip_bytes
-from tests.grading.sandboxes import processes_with_argument
+from tests.grading.sandboxes import processes_with_argument, sleep_argument
 
 pytestmark = pytest.mark.django_db
 
@@ -233,16 +233,17 @@ def test_infinite_loop_is_stopped_by_the_wall_clock(user: User, settings: Any) -
 
 
 def test_background_child_does_not_outlive_the_program(user: User) -> None:
-    program = """
+    marker = sleep_argument(987)
+    program = f"""
 import json, os
 if os.fork() == 0:
-    os.execv("/bin/sleep", ["sleep", "987.654"])
-json.dump({"score": 1}, open("metrics.json", "w"))
+    os.execv("/bin/sleep", ["sleep", "{marker}"])
+json.dump({{"score": 1}}, open("metrics.json", "w"))
 """
     submission, job = _grade(user, program)
 
     assert submission.status == SubmissionStatus.COMPLETED, (submission.status_reason, job.logs)
-    assert processes_with_argument("987.654") == []
+    assert processes_with_argument(marker) == []
 
 
 def test_output_past_the_kill_limit_stops_the_program(user: User, settings: Any) -> None:

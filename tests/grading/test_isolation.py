@@ -34,6 +34,7 @@ from tests.grading.sandboxes import (
     processes_with_argument,
     real_effective_saved_uids,
     sandbox_processes,
+    sleep_argument,
 )
 from tests.grading.workers import GOOD, REPORT, Grade, grade_as_root_worker, read_report
 
@@ -219,21 +220,22 @@ def test_no_privilege_inside_and_no_root_process_on_the_host(grade: Grade) -> No
 
 
 def test_setsid_double_fork_leaves_no_survivor(grade: Grade) -> None:
-    program = """
+    marker = sleep_argument(731)
+    program = f"""
     import os, time
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
-            os.execv("/bin/sleep", ["sleep", "731.113"])
+            os.execv("/bin/sleep", ["sleep", "{marker}"])
         os._exit(0)
     time.sleep(0.3)
-    open("metrics.json", "w").write('{"score": 1}')
+    open("metrics.json", "w").write('{{"score": 1}}')
     report([])
     """
     status, logs = grade(program)
 
     assert status == SubmissionStatus.COMPLETED, logs
-    assert processes_with_argument("731.113") == []
+    assert processes_with_argument(marker) == []
 
 
 def test_the_worker_cannot_be_signalled_or_traced(grade: Grade) -> None:
@@ -449,17 +451,18 @@ def test_sandbox_pid_namespace_is_not_the_workers(user: User) -> None:
     """Seen from the host while it runs, the program lives in a PID namespace of its own."""
     seen: set[str | None] = set()
     stop = threading.Event()
+    marker = sleep_argument(4)
 
     def sample() -> None:
         while not stop.wait(0.05):
-            for pid in processes_with_argument("4.2424"):
+            for pid in processes_with_argument(marker):
                 seen.add(pid_namespace(pid))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
         grade_as_root_worker(
-            user, "import subprocess\nsubprocess.run(['/bin/sleep', '4.2424'])\nreport([])", {}
+            user, f"import subprocess\nsubprocess.run(['/bin/sleep', '{marker}'])\nreport([])", {}
         )
     finally:
         stop.set()

@@ -24,7 +24,7 @@ from apps.jobs.models import Job, JobStatus
 from apps.submissions.models import Submission, SubmissionStatus
 from tests.factories.jobs import make_job
 from tests.factories.submissions import make_stored_submission
-from tests.grading.sandboxes import processes_with_argument
+from tests.grading.sandboxes import processes_with_argument, sleep_argument
 from tests.processes import Start, child_env, wait_for
 
 GRACE_SECONDS = 5  # honcho's KILL_WAIT: after it, SIGKILL
@@ -32,8 +32,8 @@ GRACE_SECONDS = 5  # honcho's KILL_WAIT: after it, SIGKILL
 # Found on the host by the unique argument of the `sleep` it runs.
 SLEEPER = """
 import json, subprocess
-subprocess.run(["/bin/sleep", "3.1337"], check=True)
-json.dump({"score": 0.7}, open("metrics.json", "w"))
+subprocess.run(["/bin/sleep", "{marker}"], check=True)
+json.dump({{"score": 0.7}}, open("metrics.json", "w"))
 """
 
 
@@ -95,18 +95,19 @@ def test_cluster_stops_mid_grading_and_the_next_one_finishes_it(
     from django_q.brokers.orm import ORM
     from django_q.tasks import async_task
 
-    submission = make_stored_submission(user, program=SLEEPER)
+    marker = sleep_argument(3)
+    submission = make_stored_submission(user, program=SLEEPER.format(marker=marker))
     job = make_job(submission)
     first = start_process("first", ["manage.py", "qcluster"], _env())
     wait_for(lambda: _started(tmp_path, "first"), 60, "the cluster to start")
     async_task(GRADE_JOB, job.pk, broker=ORM(list_key="yoyaku"))
-    wait_for(lambda: bool(processes_with_argument("3.1337")), 40, "the program to run")
+    wait_for(lambda: bool(processes_with_argument(marker)), 40, "the program to run")
 
     seconds = _stop_seconds(first, whole_group=whole_group)
 
     assert seconds < GRACE_SECONDS, f"the stop took {seconds:.1f} s"
     assert first.returncode == 0
-    assert not processes_with_argument("3.1337"), "the graded program outlived the worker"
+    assert not processes_with_argument(marker), "the graded program outlived the worker"
     row = Submission.objects.get(pk=submission.pk)
     # Given back: the lease expired at once, the attempt not counted.
     assert row.status == SubmissionStatus.PROCESSING
@@ -153,7 +154,8 @@ def test_a_worker_signalled_alone_mid_grading_gives_back_and_is_replaced(
     from django_q.brokers.orm import ORM
     from django_q.tasks import async_task
 
-    submission = make_stored_submission(user, program=SLEEPER)
+    marker = sleep_argument(3)
+    submission = make_stored_submission(user, program=SLEEPER.format(marker=marker))
     job = make_job(submission)
     process = start_process("alone", ["manage.py", "qcluster"], _env())
     wait_for(functools.partial(_started, tmp_path, "alone"), 60, "the cluster to start")
@@ -164,7 +166,7 @@ def test_a_worker_signalled_alone_mid_grading_gives_back_and_is_replaced(
         if "ready for work at" in line
     ]
     async_task(GRADE_JOB, job.pk, broker=ORM(list_key="yoyaku"))
-    wait_for(lambda: bool(processes_with_argument("3.1337")), 40, "the program to run")
+    wait_for(lambda: bool(processes_with_argument(marker)), 40, "the program to run")
 
     os.kill(worker_pid, signal.SIGTERM)
 
