@@ -61,6 +61,10 @@ class PasswordAuthentication(BaseAuthentication):
         auth = get_authorization_header(request).split()
         if not auth or auth[0].lower() != b"basic":
             return None
+        if request.method != "POST":
+            # A password only makes a token; listing or revoking tokens takes a token or a
+            # session, like every other request.
+            return None
         if len(auth) != 2:
             raise exceptions.AuthenticationFailed(_("Invalid basic header."))
         try:

@@ -175,6 +175,10 @@ def test_a_password_makes_a_token_and_is_accepted_nowhere_else(user: User) -> No
     assert bearer(response.json()["token"]).get("/api/me/").json()["username"] == "alice"
     refused = basic("alice", PASSWORD).get("/api/me/")
     assert refused.status_code == HTTPStatus.UNAUTHORIZED
+    # Not even the token list: a password makes a token and does nothing else.
+    listed = basic("alice", PASSWORD).get("/api/tokens/")
+    assert listed.status_code == HTTPStatus.UNAUTHORIZED
+    assert listed.json()["success"] is False
     wrong = create(basic("alice", "guess"), name="x")
     assert wrong.status_code == HTTPStatus.UNAUTHORIZED
     assert wrong.json()["code"] == "authentication_failed"
