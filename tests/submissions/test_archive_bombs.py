@@ -19,6 +19,7 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from apps.core.archives import MAX_HEADER_FIELD, ArchiveError, check_archive
+from tests.factories.archives import tar_header
 from tests.submissions.conftest import add_file
 
 pytestmark = pytest.mark.django_db
@@ -26,34 +27,17 @@ pytestmark = pytest.mark.django_db
 ROOT = Path(settings.BASE_DIR)
 
 
-def _header(name: bytes, size: int, kind: bytes) -> bytes:
-    """A raw ustar header block with a valid checksum."""
-    block = bytearray(512)
-    block[0 : len(name)] = name
-    block[100:108] = b"0000644\0"
-    block[108:116] = b"0000000\0"
-    block[116:124] = b"0000000\0"
-    block[124:136] = f"{size:011o}\0".encode()
-    block[136:148] = b"00000000000\0"
-    block[156:157] = kind
-    block[257:263] = b"ustar\0"
-    block[263:265] = b"00"
-    block[148:156] = b" " * 8
-    block[148:156] = f"{sum(block):06o}\0 ".encode()
-    return bytes(block)
-
-
 def long_name_bomb(path: Path, declared: int) -> None:
     """One GNU long-name header declaring `declared` bytes of name, then those bytes (zeros,
     which compress to almost nothing), then a member."""
     with gzip.open(path, "wb", compresslevel=1) as out:
-        out.write(_header(b"././@LongLink", declared, b"L"))
+        out.write(tar_header(b"././@LongLink", declared, b"L"))
         zeros = bytes(1024 * 1024)
         left = -(-declared // 512) * 512
         while left > 0:
             out.write(zeros[: min(left, len(zeros))])
             left -= min(left, len(zeros))
-        out.write(_header(b"x.py", 0, b"0"))
+        out.write(tar_header(b"x.py", 0, b"0"))
         out.write(bytes(1024))
 
 
@@ -153,7 +137,7 @@ def test_fifty_members_pass(user_client: APIClient, draft: str, settings: Any) -
 def test_oversized_pax_and_long_link_headers_are_refused(tmp_path: Path, kind: bytes) -> None:
     path = tmp_path / "h.tar.gz"
     with gzip.open(path, "wb") as out:
-        out.write(_header(b"h", MAX_HEADER_FIELD + 1, kind))
+        out.write(tar_header(b"h", MAX_HEADER_FIELD + 1, kind))
         out.write(bytes(-(-(MAX_HEADER_FIELD + 1) // 512) * 512))
         out.write(bytes(1024))
 
