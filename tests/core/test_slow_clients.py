@@ -9,6 +9,7 @@ import contextlib
 import json
 import re
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -71,19 +72,27 @@ def still_open(sock: socket.socket) -> bool:
         sock.setblocking(True)
 
 
+def _healthz_answers_while_trickling(
+    port: int, web: subprocess.Popen[bytes], opening: bytes, byte: bytes
+) -> None:
+    """While every attacker has sent part of its request and keeps sending more, `/healthz`
+    answers five times in under a second each; then the web process stops cleanly."""
+    with trickling(port, opening, byte) as sockets:
+        time.sleep(1)
+        seconds = [healthz_seconds(port) for _ in range(5)]
+        assert all(still_open(sock) for sock in sockets)
+    assert max(seconds) < 1, seconds
+    stop(web)
+    assert web.returncode == 0
+
+
 HEAD = b"GET /api/me/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
 
 
 def test_healthz_answers_while_200_connections_trickle_their_heads(start_process: Start) -> None:
     # The deadline above the test's length: every attacker stays connected throughout.
     port, web = start_procfile_web(start_process, REQUEST_HEADER_TIMEOUT="120")
-    with trickling(port, HEAD, b"a") as sockets:
-        time.sleep(1)  # every connection has sent part of its head and is sending more
-        seconds = [healthz_seconds(port) for _ in range(5)]
-        assert all(still_open(sock) for sock in sockets)
-    assert max(seconds) < 1, seconds
-    stop(web)
-    assert web.returncode == 0
+    _healthz_answers_while_trickling(port, web, HEAD, b"a")
 
 
 def test_healthz_answers_while_200_connections_trickle_their_bodies(
@@ -94,13 +103,7 @@ def test_healthz_answers_while_200_connections_trickle_their_bodies(
         b"POST /api/jobs/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         b"Content-Length: 100000\r\n\r\n"
     )
-    with trickling(port, opening, b" ") as sockets:
-        time.sleep(1)
-        seconds = [healthz_seconds(port) for _ in range(5)]
-        assert all(still_open(sock) for sock in sockets)
-    assert max(seconds) < 1, seconds
-    stop(web)
-    assert web.returncode == 0
+    _healthz_answers_while_trickling(port, web, opening, b" ")
 
 
 def test_a_head_not_complete_within_the_deadline_is_dropped_though_bytes_keep_coming(
