@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from yoyaku_client import models
+from yoyaku_client.decode import ApiModel
 from yoyaku_client.files import ArchiveMember, GradingAttempt, ReviewDetail, StoredFile
 from yoyaku_client.models import (
     FileInfo,
@@ -218,6 +219,16 @@ def test_job_submission_keeps_the_key_and_attempts_the_client_knows() -> None:
     job = JobSubmission.from_api(answer, key="key-1", attempts=3)
     assert (job.idempotency_key, job.attempts, job.idempotent_hit) == ("key-1", 3, True)
     assert (job.cost_limit_warning, job.quota_warnings) == (None, [])
+
+
+@dataclasses.dataclass(frozen=True)
+class _Unreadable(ApiModel):
+    tags: set[str]
+
+
+def test_a_field_of_a_type_without_a_rule_is_named_on_the_first_reading() -> None:
+    with pytest.raises(TypeError, match=r"_Unreadable\.tags: no reading rule"):
+        _Unreadable.from_api({"tags": ["a"]})
 
 
 if __name__ == "__main__":

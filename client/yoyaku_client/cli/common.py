@@ -46,6 +46,8 @@ class CliExit(Exception):
 
 
 class State:
+    """Whether this run was given `--json`, for `main`'s error output (set while parsing)."""
+
     json_mode = False
 
 
