@@ -27,6 +27,9 @@ from yoyaku_client.output import Output, TerminalStream, fmt, table_time
 def follow_job(
     client: Client, output: Output, job_id: str, timeout: float | None
 ) -> tuple[Job, int]:
+    """Follow a job to its end, each new status on stderr: the job and the exit code its end
+    means (0 completed, 3 failed or cancelled); past `timeout` seconds, exit 5."""
+
     def changed(job: Job) -> None:
         output.message(f"job {job.job_id}: {job.status}")
 
