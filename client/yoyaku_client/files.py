@@ -14,14 +14,14 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from yoyaku_client.decode import ApiModel, api
 from yoyaku_client.errors import YoyakuError
-from yoyaku_client.models import User, _float, _int, _str, parse_time
+from yoyaku_client.models import User, lowercase
 from yoyaku_client.transport import Transport
 
 CHUNK = 256 * 1024
@@ -31,69 +31,45 @@ class UnsafeFileName(YoyakuError):
     """A name from the server that cannot be a local file name."""
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _integer(value: Any) -> int | None:
+    return value if isinstance(value, int) else None
+
+
 @dataclass(frozen=True)
-class ArchiveMember:
+class ArchiveMember(ApiModel):
     name: str
     size: int
     type: str  # "file" or "folder"
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> ArchiveMember:
-        return cls(name=_str(data, "name"), size=_int(data, "size"), type=_str(data, "type"))
-
 
 @dataclass(frozen=True)
-class StoredFile:
+class StoredFile(ApiModel):
     id: int
     filename: str
     size: int
-    sha256: str
+    sha256: str = field(metadata=api(decode=lowercase))
     download_url: str
-    text: str | None = None
+    text: str | None = field(default=None, metadata=api(decode=_text))
     members: list[ArchiveMember] | None = None
     members_problem: str = ""
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> StoredFile:
-        members = data.get("members")
-        return cls(
-            id=_int(data, "id"),
-            filename=_str(data, "filename"),
-            size=_int(data, "size"),
-            sha256=_str(data, "sha256").lower(),
-            download_url=_str(data, "download_url"),
-            text=data.get("text") if isinstance(data.get("text"), str) else None,
-            members=None
-            if not isinstance(members, list)
-            else [ArchiveMember.from_api(m) for m in members if isinstance(m, Mapping)],
-            members_problem=_str(data, "members_problem"),
-        )
-
 
 @dataclass(frozen=True)
-class GradingAttempt:
+class GradingAttempt(ApiModel):
     number: int
     outcome: str
-    exit_code: int | None
+    exit_code: int | None = field(metadata=api(decode=_integer))
     score: float | None
     reason: str
     started_at: dt.datetime | None
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> GradingAttempt:
-        exit_code = data.get("exit_code")
-        return cls(
-            number=_int(data, "number"),
-            outcome=_str(data, "outcome"),
-            exit_code=exit_code if isinstance(exit_code, int) else None,
-            score=_float(data, "score"),
-            reason=_str(data, "reason"),
-            started_at=parse_time(data.get("started_at")),
-        )
-
 
 @dataclass(frozen=True)
-class ReviewDetail:
+class ReviewDetail(ApiModel):
     """`GET /api/review/submissions/{id}/`: what a reviewer reads before a verdict."""
 
     id: str
@@ -109,24 +85,6 @@ class ReviewDetail:
     logs: str
     error: str
     attempts: list[GradingAttempt]
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> ReviewDetail:
-        return cls(
-            id=_str(data, "id"),
-            owner=User.maybe(data.get("owner")),
-            status=_str(data, "status"),
-            status_reason=_str(data, "status_reason"),
-            score=_float(data, "score"),
-            question_id=_str(data, "question_id"),
-            skill=_str(data, "skill"),
-            entrypoint=_str(data, "entrypoint"),
-            config_file=_str(data, "config_file"),
-            files=[StoredFile.from_api(f) for f in data.get("files") or []],
-            logs=_str(data, "logs"),
-            error=_str(data, "error"),
-            attempts=[GradingAttempt.from_api(a) for a in data.get("attempts") or []],
-        )
 
 
 def local_name(name: str) -> str:

@@ -1,5 +1,6 @@
-"""What the API answers, as dataclasses. Each `from_api` reads the documented fields and
-ignores any others, so a newer server does not break an older client."""
+"""What the API answers, as dataclasses. Each `from_api` reads the documented fields by their
+declared types (`yoyaku_client.decode`) and ignores any others, so a newer server does not
+break an older client; a field whose reading differs from its type's says so in `api(...)`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from yoyaku_client.decode import ApiModel, api, decode, parse_time
 
 __all__ = [
     "Claim",
@@ -33,35 +36,25 @@ __all__ = [
     "TaskRun",
     "UploadedFile",
     "User",
+    "parse_time",
     "to_jsonable",
 ]
 
 FINISHED_JOB_STATUSES = frozenset({"completed", "failed", "cancelled"})
 
 
-def parse_time(value: Any) -> dt.datetime | None:
-    """ISO 8601 with offset (the API's format) → aware datetime; None stays None."""
-    if value is None or value == "":
-        return None
-    text = str(value)
-    if text.endswith("Z"):  # fromisoformat reads "Z" only from Python 3.11 on
-        text = text[:-1] + "+00:00"
-    return dt.datetime.fromisoformat(text)
+def lowercase(value: Any) -> str:
+    """A hex digest as the server may case it → lower case ("" when missing)."""
+    return "" if value is None else str(value).lower()
 
 
-def _str(data: Mapping[str, Any], name: str, default: str = "") -> str:
-    value = data.get(name)
-    return default if value is None else str(value)
+def nonempty(value: Any) -> Any:
+    """As given, but an empty value (none to report) reads as None."""
+    return value or None
 
 
-def _float(data: Mapping[str, Any], name: str) -> float | None:
-    value = data.get(name)
-    return None if value is None else float(value)
-
-
-def _int(data: Mapping[str, Any], name: str, default: int = 0) -> int:
-    value = data.get(name)
-    return default if value is None else int(value)
+def as_given(value: Any) -> Any:
+    return value
 
 
 def to_jsonable(value: Any) -> Any:
@@ -78,17 +71,9 @@ def to_jsonable(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class User:
+class User(ApiModel):
     id: int
     username: str
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> User:
-        return cls(id=_int(data, "id"), username=_str(data, "username"))
-
-    @classmethod
-    def maybe(cls, data: Any) -> User | None:
-        return cls.from_api(data) if isinstance(data, Mapping) else None
 
 
 @dataclass(frozen=True)
@@ -96,31 +81,13 @@ class Me(User):
     is_staff: bool = False
     is_reviewer: bool = False
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Me:
-        return cls(
-            id=_int(data, "id"),
-            username=_str(data, "username"),
-            is_staff=bool(data.get("is_staff")),
-            is_reviewer=bool(data.get("is_reviewer")),
-        )
-
 
 @dataclass(frozen=True)
-class FileInfo:
+class FileInfo(ApiModel):
     filename: str
     size: int
-    sha256: str
+    sha256: str = field(metadata=api(decode=lowercase))
     uploaded_at: dt.datetime | None
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> FileInfo:
-        return cls(
-            filename=_str(data, "filename"),
-            size=_int(data, "size"),
-            sha256=_str(data, "sha256").lower(),
-            uploaded_at=parse_time(data.get("uploaded_at")),
-        )
 
 
 @dataclass(frozen=True)
@@ -128,16 +95,16 @@ class UploadedFile(FileInfo):
     """A file upload's answer; `created` is False when the server already had the same name
     with the same content (a safe retry, answered 200)."""
 
-    created: bool = True
+    created: bool = field(default=True, metadata=api(skip=True))
 
 
 @dataclass(frozen=True)
-class Submission:
+class Submission(ApiModel):
     submission_id: str
     user_id: int
     status: str
-    entrypoint: str
-    config_file: str
+    entrypoint: str = field(metadata=api(missing="main.py"))
+    config_file: str = field(metadata=api(missing="config.yaml"))
     metadata: dict[str, Any]
     question_id: str
     skill: str
@@ -145,24 +112,6 @@ class Submission:
     created_at: dt.datetime | None
     updated_at: dt.datetime | None
     files: list[FileInfo]
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Submission:
-        metadata = data.get("metadata")
-        return cls(
-            submission_id=_str(data, "submission_id"),
-            user_id=_int(data, "user_id"),
-            status=_str(data, "status"),
-            entrypoint=_str(data, "entrypoint", "main.py"),
-            config_file=_str(data, "config_file", "config.yaml"),
-            metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
-            question_id=_str(data, "question_id"),
-            skill=_str(data, "skill"),
-            score=_float(data, "score"),
-            created_at=parse_time(data.get("created_at")),
-            updated_at=parse_time(data.get("updated_at")),
-            files=[FileInfo.from_api(f) for f in data.get("files") or []],
-        )
 
 
 @dataclass(frozen=True)
@@ -181,26 +130,18 @@ class JobSubmission:
     job_id: str
     status: str
     idempotent_hit: bool
-    idempotency_key: str
+    idempotency_key: str = field(metadata=api(skip=True))
     quota_warnings: list[str] = field(default_factory=list)
-    cost_limit_warning: str | None = None
-    attempts: int = 1
+    cost_limit_warning: str | None = field(default=None, metadata=api(decode=nonempty))
+    attempts: int = field(default=1, metadata=api(skip=True))
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any], *, key: str, attempts: int) -> JobSubmission:
-        return cls(
-            job_id=_str(data, "job_id"),
-            status=_str(data, "status"),
-            idempotent_hit=bool(data.get("idempotent_hit")),
-            idempotency_key=key,
-            quota_warnings=[str(w) for w in data.get("quota_warnings") or []],
-            cost_limit_warning=data.get("cost_limit_warning") or None,
-            attempts=attempts,
-        )
+        return decode(cls, data, idempotency_key=key, attempts=attempts)
 
 
 @dataclass(frozen=True)
-class Job:
+class Job(ApiModel):
     job_id: str
     submission_id: str
     status: str
@@ -224,44 +165,17 @@ class Job:
         """The grading ran, and its score waits for a human verdict."""
         return self.submission_status == "review_pending"
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Job:
-        config = data.get("config")
-        return cls(
-            job_id=_str(data, "job_id"),
-            submission_id=_str(data, "submission_id"),
-            status=_str(data, "status"),
-            resource_class=_str(data, "resource_class"),
-            cost=_float(data, "cost"),
-            config=dict(config) if isinstance(config, Mapping) else {},
-            error=_str(data, "error"),
-            created_at=parse_time(data.get("created_at")),
-            started_at=parse_time(data.get("started_at")),
-            finished_at=parse_time(data.get("finished_at")),
-            submission_status=_str(data, "submission_status"),
-            score=_float(data, "score"),
-        )
-
 
 @dataclass(frozen=True)
-class JobLogs:
+class JobLogs(ApiModel):
     job_id: str
     status: str
     logs: str
     error: str
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> JobLogs:
-        return cls(
-            job_id=_str(data, "job_id"),
-            status=_str(data, "status"),
-            logs=_str(data, "logs"),
-            error=_str(data, "error"),
-        )
-
 
 @dataclass(frozen=True)
-class Quota:
+class Quota(ApiModel):
     max_concurrent_jobs: int
     active_jobs: int
     active_reservations: int
@@ -274,48 +188,18 @@ class Quota:
     max_storage_bytes: int | None
     warnings: list[str]
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Quota:
-        return cls(
-            max_concurrent_jobs=_int(data, "max_concurrent_jobs"),
-            active_jobs=_int(data, "active_jobs"),
-            active_reservations=_int(data, "active_reservations"),
-            available_slots=_int(data, "available_slots"),
-            max_jobs_per_day=_int(data, "max_jobs_per_day"),
-            jobs_last_24h=_int(data, "jobs_last_24h"),
-            monthly_cost_limit=_float(data, "monthly_cost_limit"),
-            cost_this_month=_float(data, "cost_this_month") or 0.0,
-            storage_bytes=None
-            if data.get("storage_bytes") is None
-            else _int(data, "storage_bytes"),
-            max_storage_bytes=(
-                None if data.get("max_storage_bytes") is None else _int(data, "max_storage_bytes")
-            ),
-            warnings=[str(w) for w in data.get("warnings") or []],
-        )
-
 
 @dataclass(frozen=True)
-class Reservation:
+class Reservation(ApiModel):
     reservation_id: str
     state: str
     created_at: dt.datetime | None
     expires_at: dt.datetime | None
     job_id: str
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Reservation:
-        return cls(
-            reservation_id=_str(data, "reservation_id"),
-            state=_str(data, "state"),
-            created_at=parse_time(data.get("created_at")),
-            expires_at=parse_time(data.get("expires_at")),
-            job_id=_str(data, "job_id"),
-        )
-
 
 @dataclass(frozen=True)
-class ApiToken:
+class ApiToken(ApiModel):
     """An API token of yours. `token` (the secret) is set only in the answer that created it:
     the server keeps a hash and can never show it again."""
 
@@ -325,42 +209,20 @@ class ApiToken:
     expires_at: dt.datetime | None
     created_at: dt.datetime | None = None
     last_used_at: dt.datetime | None = None
-    token: str | None = None
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> ApiToken:
-        return cls(
-            id=_str(data, "id"),
-            name=_str(data, "name"),
-            scopes=[str(s) for s in data.get("scopes") or []],
-            expires_at=parse_time(data.get("expires_at")),
-            created_at=parse_time(data.get("created_at")),
-            last_used_at=parse_time(data.get("last_used_at")),
-            token=data.get("token"),
-        )
+    token: str | None = field(default=None, metadata=api(decode=as_given))
 
 
 @dataclass(frozen=True)
-class LeaderboardRow:
+class LeaderboardRow(ApiModel):
     rank: int
     user: User
     score: float
     submission_id: str
     completed_at: dt.datetime | None
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> LeaderboardRow:
-        return cls(
-            rank=_int(data, "rank"),
-            user=User.from_api(data.get("user") or {}),
-            score=_float(data, "score") or 0.0,
-            submission_id=_str(data, "submission_id"),
-            completed_at=parse_time(data.get("completed_at")),
-        )
-
 
 @dataclass(frozen=True)
-class LeaderboardQuestion:
+class LeaderboardQuestion(ApiModel):
     """A question that has a leaderboard: its skills, how many users are ranked, the best
     score. `question_id` is empty for submissions sent without one."""
 
@@ -369,19 +231,10 @@ class LeaderboardQuestion:
     users: int
     best_score: float
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> LeaderboardQuestion:
-        return cls(
-            question_id=_str(data, "question_id"),
-            skills=[str(x) for x in data.get("skills") or []],
-            users=_int(data, "users"),
-            best_score=_float(data, "best_score") or 0.0,
-        )
-
 
 @dataclass(frozen=True)
-class ReviewQueueEntry:
-    submission_id: str
+class ReviewQueueEntry(ApiModel):
+    submission_id: str = field(metadata=api(key="id"))
     owner: User | None
     question_id: str
     skill: str
@@ -390,47 +243,22 @@ class ReviewQueueEntry:
     claimed_by: User | None
     claim_expires_at: dt.datetime | None
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> ReviewQueueEntry:
-        return cls(
-            submission_id=_str(data, "id"),
-            owner=User.maybe(data.get("owner")),
-            question_id=_str(data, "question_id"),
-            skill=_str(data, "skill"),
-            score=_float(data, "score"),
-            created_at=parse_time(data.get("created_at")),
-            claimed_by=User.maybe(data.get("claimed_by")),
-            claim_expires_at=parse_time(data.get("claim_expires_at")),
-        )
-
 
 @dataclass(frozen=True)
-class Claim:
+class Claim(ApiModel):
     submission_id: str
     claimed_by: User | None
     claim_expires_at: dt.datetime | None
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Claim:
-        return cls(
-            submission_id=_str(data, "submission_id"),
-            claimed_by=User.maybe(data.get("claimed_by")),
-            claim_expires_at=parse_time(data.get("claim_expires_at")),
-        )
-
 
 @dataclass(frozen=True)
-class ClaimRelease:
+class ClaimRelease(ApiModel):
     submission_id: str
     released: bool
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> ClaimRelease:
-        return cls(submission_id=_str(data, "submission_id"), released=bool(data.get("released")))
-
 
 @dataclass(frozen=True)
-class ReviewRecord:
+class ReviewRecord(ApiModel):
     id: str
     verdict: str
     score: float | None
@@ -438,52 +266,24 @@ class ReviewRecord:
     reviewer: User | None
     created_at: dt.datetime | None
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> ReviewRecord:
-        return cls(
-            id=_str(data, "id"),
-            verdict=_str(data, "verdict"),
-            score=_float(data, "score"),
-            comment=_str(data, "comment"),
-            reviewer=User.maybe(data.get("reviewer")),
-            created_at=parse_time(data.get("created_at")),
-        )
-
 
 @dataclass(frozen=True)
-class ReviewOutcome:
+class ReviewOutcome(ApiModel):
     submission_id: str
     status: str
     score: float | None
     review: ReviewRecord
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> ReviewOutcome:
-        return cls(
-            submission_id=_str(data, "submission_id"),
-            status=_str(data, "status"),
-            score=_float(data, "score"),
-            review=ReviewRecord.from_api(data.get("review") or {}),
-        )
-
 
 @dataclass(frozen=True)
-class Regrade:
+class Regrade(ApiModel):
     submission_id: str
     status: str
     job_id: str
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Regrade:
-        return cls(
-            submission_id=_str(data, "submission_id"),
-            status=_str(data, "status"),
-            job_id=_str(data, "job_id"),
-        )
-
 
 @dataclass(frozen=True)
-class PlanAttempt:
+class PlanAttempt(ApiModel):
     number: int
     started_at: dt.datetime | None
     status_code: int | None
@@ -491,21 +291,9 @@ class PlanAttempt:
     error: str
     response_excerpt: str
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> PlanAttempt:
-        code = data.get("status_code")
-        return cls(
-            number=_int(data, "number"),
-            started_at=parse_time(data.get("started_at")),
-            status_code=None if code is None else int(code),
-            duration_ms=_float(data, "duration_ms"),
-            error=_str(data, "error"),
-            response_excerpt=_str(data, "response_excerpt"),
-        )
-
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(ApiModel):
     kind: str
     time: dt.datetime | None
     due_at: dt.datetime | None
@@ -515,23 +303,9 @@ class Plan:
     action: dict[str, Any]
     attempts: list[PlanAttempt]
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Plan:
-        action = data.get("action")
-        return cls(
-            kind=_str(data, "kind"),
-            time=parse_time(data.get("time")),
-            due_at=parse_time(data.get("due_at")),
-            state=_str(data, "state"),
-            attempts_count=_int(data, "attempts_count"),
-            webhook_id=_str(data, "webhook_id"),
-            action=dict(action) if isinstance(action, Mapping) else {},
-            attempts=[PlanAttempt.from_api(a) for a in data.get("attempts") or []],
-        )
-
 
 @dataclass(frozen=True)
-class Life:
+class Life(ApiModel):
     """A schedule booking: a point Life has a birth plan, a term Life a birth and a
     death plan."""
 
@@ -548,33 +322,9 @@ class Life:
     created_at: dt.datetime | None
     updated_at: dt.datetime | None
 
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> Life:
-        birth, death = data.get("birth_action"), data.get("death_action")
-        return cls(
-            life_uuid=_str(data, "life_uuid"),
-            schedule_type=_str(data, "schedule_type"),
-            resource_id=_str(data, "resource_id"),
-            state=_str(data, "state"),
-            birth_time=parse_time(data.get("birth_time")),
-            death_time=parse_time(data.get("death_time")),
-            birth_action=dict(birth) if isinstance(birth, Mapping) else None,
-            death_action=dict(death) if isinstance(death, Mapping) else None,
-            owner=User.maybe(data.get("owner")),
-            plans=[Plan.from_api(p) for p in data.get("plans") or []],
-            created_at=parse_time(data.get("created_at")),
-            updated_at=parse_time(data.get("updated_at")),
-        )
-
 
 @dataclass(frozen=True)
-class TaskRun:
+class TaskRun(ApiModel):
     task_id: str
     topic: str
     state: str
-
-    @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> TaskRun:
-        return cls(
-            task_id=_str(data, "task_id"), topic=_str(data, "topic"), state=_str(data, "state")
-        )

@@ -364,7 +364,9 @@ def test_the_package_imports_without_django() -> None:
 
 
 @pytest.mark.slow
-def test_the_client_builds_as_its_own_wheel_with_the_console_script(tmp_path: Path) -> None:
+def test_the_client_builds_as_its_own_wheel_with_every_module_and_the_console_script(
+    tmp_path: Path,
+) -> None:
     # Build from a copy: setuptools writes build/ and *.egg-info beside the sources.
     source = tmp_path / "client"
     shutil.copytree(
@@ -396,6 +398,11 @@ def test_the_client_builds_as_its_own_wheel_with_the_console_script(tmp_path: Pa
         assert "yoyaku = yoyaku_client.cli:main" in archive.read(entry_points).decode()
         metadata = archive.read(next(n for n in names if n.endswith("METADATA"))).decode()
     assert "yoyaku_client/py.typed" in names
+    sources = {
+        path.relative_to(ROOT / "client").as_posix()
+        for path in (ROOT / "client" / "yoyaku_client").rglob("*.py")
+    }
+    assert sources <= set(names), sorted(sources - set(names))
     for pin in ("httpx==0.28.1", "click==8.5.1", "rich==15.0.0"):
         assert f"Requires-Dist: {pin}" in metadata
     pinned = (ROOT / "requirements" / "client.txt").read_text()

@@ -1,4 +1,4 @@
-"""`yoyaku submissions` and `yoyaku questions`: what you sent, and what there is to rank."""
+"""`yoyaku submissions`: what you sent."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 import click
 
-from yoyaku_client.cli import _client, _output, json_option
+from yoyaku_client.cli.common import json_option, open_client, output_for
 from yoyaku_client.ids import shortener
 from yoyaku_client.output import fmt, table_time
 
@@ -28,8 +28,8 @@ def submissions(status: str | None, limit: int, as_json: bool) -> None:
       yoyaku submissions
       yoyaku submissions --status review_pending --json
     """
-    output = _output(as_json)
-    with _client(output) as client:
+    output = output_for(as_json)
+    with open_client(output) as client:
         found = client.iter_submissions(page_size=100)
         if status is not None:
             found = (s for s in found if s.status == status)
@@ -52,40 +52,5 @@ def submissions(status: str | None, limit: int, as_json: bool) -> None:
                 table_time(s.created_at),
             ]
             for s in rows
-        ],
-    )
-
-
-@click.command()
-@json_option
-def questions(as_json: bool) -> None:
-    """List the questions that have a leaderboard, with their skills, how many users are
-    ranked and the best score (no login needed while the leaderboard is public).
-
-    \b
-    Example:
-      yoyaku questions
-      yoyaku leaderboard --question q1
-    """
-    output = _output(as_json)
-    with _client(output, need_token=False) as client:
-        found = client.leaderboard_questions()
-    if as_json:
-        output.json(found)
-        return
-    if not found:
-        output.message("No scored submission yet: no question has a leaderboard.")
-        return
-    output.table(
-        None,
-        ["question", "skills", "users", "best score"],
-        [
-            [
-                q.question_id or "(none)",
-                ", ".join(x or "-" for x in q.skills),
-                q.users,
-                q.best_score,
-            ]
-            for q in found
         ],
     )

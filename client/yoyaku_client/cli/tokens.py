@@ -6,7 +6,7 @@ import datetime as dt
 
 import click
 
-from yoyaku_client.cli import _client, _output, json_option
+from yoyaku_client.cli.common import json_option, open_client, output_for
 from yoyaku_client.ids import resolve_id, shortener
 from yoyaku_client.models import to_jsonable
 from yoyaku_client.output import table_time
@@ -34,8 +34,8 @@ def token_list(as_json: bool) -> None:
     Example:
       yoyaku token list --json
     """
-    output = _output(as_json)
-    with _client(output) as client:
+    output = output_for(as_json)
+    with open_client(output) as client:
         tokens = client.list_tokens()
     if as_json:
         output.json([{k: v for k, v in to_jsonable(t).items() if k != "token"} for t in tokens])
@@ -79,11 +79,11 @@ def token_create(name: str, scopes: tuple[str, ...], expires_in: int | None, as_
     Example:
       yoyaku token create ci --scope submit --scope read --expires-in 30
     """
-    output = _output(as_json)
+    output = output_for(as_json)
     expires_at = None
     if expires_in:
         expires_at = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=expires_in)
-    with _client(output) as client:
+    with open_client(output) as client:
         created = client.create_token(name, scopes=list(scopes) or None, expires_at=expires_at)
     if as_json:
         output.json(to_jsonable(created))
@@ -111,8 +111,8 @@ def token_revoke(token_id: str, as_json: bool) -> None:
     Example:
       yoyaku token revoke 0123456789abcdef0123456789abcdef
     """
-    output = _output(as_json)
-    with _client(output) as client:
+    output = output_for(as_json)
+    with open_client(output) as client:
         token_id = resolve_id(
             token_id, kind="token", candidates=lambda: [t.id for t in client.list_tokens()]
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from yoyaku_client.cli import _client, _output, json_option
+from yoyaku_client.cli.common import json_option, open_client, output_for
 from yoyaku_client.client import Client
 from yoyaku_client.errors import ApiError, YoyakuError
 from yoyaku_client.files import StoredFile
@@ -45,8 +45,8 @@ def review_show(submission_id: str, as_json: bool) -> None:
     Example:
       yoyaku review show 3f2a9c0e5b7d4e1f8a6b2c9d0e1f2a3b
     """
-    output = _output(as_json)
-    with _client(output) as client:
+    output = output_for(as_json)
+    with open_client(output) as client:
         detail = client.review_submission(_submission_id(client, submission_id))
     if as_json:
         output.json(detail)
@@ -138,9 +138,9 @@ def download(submission_id: str, file: str | None, output_dir: Path, as_json: bo
       yoyaku download 3f2a9c0e5b7d4e1f8a6b2c9d0e1f2a3b
       yoyaku download 3f2a9c0e5b7d4e1f8a6b2c9d0e1f2a3b answers.zip -o review/
     """
-    output: Output = _output(as_json)
+    output: Output = output_for(as_json)
     saved: list[dict[str, object]] = []
-    with _client(output) as client:
+    with open_client(output) as client:
         submission_id = _submission_id(client, submission_id)
         files, through_review = _files(client, submission_id)
         for stored in _pick(files, file):

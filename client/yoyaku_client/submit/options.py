@@ -1,0 +1,52 @@
+"""What a submission is asked (`SubmitOptions`) and what it answers (`SubmitResult`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from yoyaku_client.models import JobSubmission
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    paths: Sequence[Path]
+    entrypoint: str = "main.py"
+    config_file: str = "config.yaml"
+    question_id: str = ""
+    skill: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    job_config: Mapping[str, Any] | None = None
+    idempotency_key: str | None = None
+    reserve: bool = False
+    reserve_ttl: int = 300
+    local_checks: bool = True
+    #: When the key's job failed or was cancelled, make a new job (under `retry_key`).
+    retry: bool = False
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    filename: str
+    size: int
+    sha256: str
+    #: "uploaded", "already stored" (a resumed upload) or "replayed" (the server had it: 200)
+    action: str
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    submission_id: str
+    job: JobSubmission
+    idempotency_key: str
+    #: The key already named a job before this command ran (a re-run, e.g. CI on one commit).
+    matched_existing: bool
+    #: This command continued a draft left by an earlier, interrupted one.
+    resumed: bool
+    files: list[FileOutcome]
+    reservation_id: str | None
+    left_out: list[str]
+    #: With `retry`: the failed or cancelled jobs this run followed to reach its key.
+    retried: list[str] = field(default_factory=list)

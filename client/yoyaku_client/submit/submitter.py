@@ -1,0 +1,77 @@
+"""`Submitter.run`: the whole flow of `yoyaku submit` (see the package's steps)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from yoyaku_client.client import Client
+from yoyaku_client.config import UploadState
+from yoyaku_client.submit.hashing import HashQueue, default_idempotency_key
+from yoyaku_client.submit.options import SubmitOptions, SubmitResult
+from yoyaku_client.submit.packing import check_files, collect_files
+from yoyaku_client.submit.reporting import Reporter
+from yoyaku_client.submit.resume import RETRY_STATUSES, ResumeSteps, retry_key
+from yoyaku_client.submit.upload import UploadSteps
+
+
+class Submitter(ResumeSteps, UploadSteps):
+    """Runs one `yoyaku submit` through `client`, telling `reporter` what it does."""
+
+    def __init__(self, client: Client, reporter: Reporter | None = None) -> None:
+        self.client = client
+        self.reporter = reporter or Reporter()
+
+    def run(self, options: SubmitOptions) -> SubmitResult:
+        files, left_out = collect_files(options.paths)
+        if options.local_checks:
+            check_files(files, entrypoint=options.entrypoint, config_file=options.config_file)
+        explicit = options.idempotency_key is not None
+        self.reporter.hashing_started(sum(f.size for f in files))
+        hashes = HashQueue(
+            files,
+            progress=self.reporter.hashing_advanced,
+            done=self.reporter.hashing_finished,
+            workers=1 if explicit else min(4, os.cpu_count() or 1, max(1, len(files))),
+        )
+        try:
+            me = self.client.me()
+            if options.idempotency_key is None:
+                hashes.wait_all()
+            key = options.idempotency_key or default_idempotency_key(
+                username=me.username,
+                files=files,
+                entrypoint=options.entrypoint,
+                config_file=options.config_file,
+                question_id=options.question_id,
+                skill=options.skill,
+                metadata=options.metadata,
+                job_config=options.job_config,
+            )
+            retried: list[str] = []
+            while True:
+                state = UploadState.load(self.client.base_url, me.username, key)
+                existing = self._find(key, state)
+                if existing:  # comparing with what is stored needs every hash
+                    hashes.wait_all()
+                sealed = next((s for s in existing if s.status != "draft"), None)
+                if sealed is None:
+                    break
+                replay = self._replay(sealed, key, state, files, options, left_out)
+                if not options.retry or replay.job.status not in RETRY_STATUSES:
+                    return dataclasses.replace(replay, retried=retried)
+                retried.append(replay.job.job_id)
+                self.reporter.message(
+                    f"job {replay.job.job_id} of these files was {replay.job.status}: retrying"
+                )
+                key = retry_key(key, replay.job.job_id)
+            draft = next((s for s in existing if self._compatible(s, files, options)), None)
+            if existing and draft is None:
+                self.reporter.message(
+                    f"draft {existing[0].submission_id} of this key holds other files or "
+                    "settings; starting a new submission"
+                )
+            result = self._upload_and_enqueue(draft, key, state, files, options, left_out, hashes)
+            return dataclasses.replace(result, retried=retried)
+        finally:
+            hashes.close()

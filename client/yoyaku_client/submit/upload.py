@@ -1,0 +1,205 @@
+"""Steps 4 to 6: hold a slot (kept alive while uploading), send the files one per request,
+enqueue the job with the key; any failure releases the slot."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from yoyaku_client.client import Client
+from yoyaku_client.config import UploadState
+from yoyaku_client.errors import ApiError, ConflictError, YoyakuError
+from yoyaku_client.models import FileInfo, Reservation, Submission
+from yoyaku_client.submit.hashing import HashQueue
+from yoyaku_client.submit.options import FileOutcome, SubmitOptions, SubmitResult
+from yoyaku_client.submit.packing import LocalFile
+from yoyaku_client.submit.reporting import Reporter
+
+
+class _Extender:
+    """Keeps a reservation alive while the upload runs (every third of its lifetime)."""
+
+    def __init__(
+        self, client: Client, reservation: Reservation, ttl: int, reporter: Reporter
+    ) -> None:
+        self.client = client
+        self.reservation = reservation
+        self.ttl = ttl
+        self.reporter = reporter
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="yoyaku-extend", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        interval = max(1.0, self.ttl / 3)
+        while not self._stop.wait(interval):
+            try:
+                self.client.extend_reservation(
+                    self.reservation.reservation_id, ttl_seconds=self.ttl
+                )
+            except ApiError as exc:
+                if exc.code == "reservation_not_active":
+                    self.lost = True
+                    self.reporter.warning(
+                        f"reservation {self.reservation.reservation_id} is no longer active "
+                        f"({exc.error}); the job will need a free slot"
+                    )
+                    return
+            except YoyakuError:
+                continue  # the next tick tries again; the reservation lives ttl seconds
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+
+
+class UploadSteps:
+    """Uploading and enqueueing (a part of `Submitter`)."""
+
+    client: Client
+    reporter: Reporter
+
+    def _upload_and_enqueue(
+        self,
+        draft: Submission | None,
+        key: str,
+        state: UploadState,
+        files: Sequence[LocalFile],
+        options: SubmitOptions,
+        left_out: list[Path],
+        hashes: HashQueue,
+    ) -> SubmitResult:
+        reservation: Reservation | None = None
+        extender: _Extender | None = None
+        consumed = False
+        try:
+            if options.reserve:
+                reservation = self.client.reserve(ttl_seconds=options.reserve_ttl)
+                self.reporter.message(
+                    f"reserved a job slot ({reservation.reservation_id}) while uploading"
+                )
+                extender = _Extender(self.client, reservation, options.reserve_ttl, self.reporter)
+                extender.start()
+            submission_id, outcomes = self._upload(draft, key, state, files, options, hashes)
+            if extender is not None:
+                extender.stop()
+            reservation_id = reservation.reservation_id if reservation else None
+            if extender is not None and extender.lost:
+                reservation_id = None
+            state.reservation_id = reservation_id or ""
+            state.save()
+            try:
+                job = self.client.submit_job(
+                    submission_id,
+                    config=options.job_config,
+                    idempotency_key=key,
+                    reservation_id=reservation_id,
+                )
+            except ConflictError as exc:
+                if exc.code != "reservation_not_active" or reservation_id is None:
+                    raise
+                self.reporter.warning(
+                    f"the reservation expired ({exc.error}); asking for a free slot"
+                )
+                state.reservation_id = ""
+                state.save()
+                job = self.client.submit_job(
+                    submission_id, config=options.job_config, idempotency_key=key
+                )
+            consumed = True
+            state.job_id = job.job_id
+            state.save()
+        finally:
+            if extender is not None:
+                extender.stop()
+            if reservation is not None and not consumed:
+                with contextlib.suppress(YoyakuError):
+                    self.client.release_reservation(reservation.reservation_id)
+                    self.reporter.message(f"released reservation {reservation.reservation_id}")
+        return SubmitResult(
+            submission_id=submission_id,
+            job=job,
+            idempotency_key=key,
+            matched_existing=job.idempotent_hit and job.attempts == 1,
+            resumed=draft is not None,
+            files=outcomes,
+            reservation_id=reservation.reservation_id if reservation else None,
+            left_out=[str(p) for p in left_out],
+        )
+
+    def _upload(
+        self,
+        draft: Submission | None,
+        key: str,
+        state: UploadState,
+        files: Sequence[LocalFile],
+        options: SubmitOptions,
+        hashes: HashQueue,
+    ) -> tuple[str, list[FileOutcome]]:
+        stored: dict[str, FileInfo] = {}
+        if draft is not None:
+            stored = {f.filename.lower(): f for f in self.client.list_files(draft.submission_id)}
+            self.reporter.message(
+                f"continuing draft {draft.submission_id}: {len(stored)}/{len(files)} files "
+                "already stored"
+            )
+        todo = [f for f in files if f.name.lower() not in stored]
+        # Hashes are known for every file by now except when uploading to a new draft with an
+        # explicit key: there each is awaited just before its file is sent.
+        outcomes: dict[str, FileOutcome] = {
+            f.name: FileOutcome(f.name, f.size, f.sha256, "already stored")
+            for f in files
+            if f.name.lower() in stored
+        }
+        self.reporter.upload_started(todo, already=len(files) - len(todo))
+        count = len(files)
+        done = len(files) - len(todo)
+        try:
+            submission_id = draft.submission_id if draft is not None else ""
+            for item in todo:
+                hashes.digest(item)
+                done += 1
+                self.reporter.file_started(item, done, count)
+
+                def progress(sent: int, total: int, item: LocalFile = item) -> None:
+                    self.reporter.file_progress(item, sent, total)
+
+                if not submission_id:
+                    submission = self.client.create_submission(
+                        [item.path],
+                        entrypoint=options.entrypoint,
+                        config_file=options.config_file,
+                        metadata=options.metadata,
+                        question_id=options.question_id,
+                        skill=options.skill,
+                        sha256=item.sha256,
+                        upload_key=key,
+                        progress=progress,
+                    )
+                    submission_id = submission.submission_id
+                    state.submission_id = submission_id
+                    created = True
+                else:
+                    uploaded = self.client.upload_file(
+                        submission_id,
+                        item.path,
+                        filename=item.name,
+                        sha256=item.sha256,
+                        progress=progress,
+                    )
+                    created = uploaded.created
+                state.files[item.name] = item.sha256
+                state.save()
+                outcomes[item.name] = FileOutcome(
+                    item.name, item.size, item.sha256, "uploaded" if created else "replayed"
+                )
+                self.reporter.file_finished(item, done, count, created=created)
+        finally:
+            self.reporter.upload_finished()
+        return submission_id, [outcomes[f.name] for f in files]
