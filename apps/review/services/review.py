@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 AnyUser = AbstractBaseUser | AnonymousUser
 MAX_COMMENT_LENGTH = 10_000
+_COMMENT_TOO_LONG = f"Ensure this field has no more than {MAX_COMMENT_LENGTH} characters."
 
 
 def _user_id(user: AnyUser) -> int:
@@ -199,6 +200,29 @@ def review_claims_purge(*, now: datetime, dry_run: bool = False) -> CleanupRepor
     return CleanupReport(kind="claims", count=removed, items=items)
 
 
+def _review_input_check(*, verdict: str, score: float | None, comment: str) -> None:
+    """InvalidRequest naming every failing field, in the order verdict, score, comment: the one
+    home of a verdict's input rules (the API's serializer parses only its shapes)."""
+    fields: dict[str, list[str]] = {}
+    if verdict not in ReviewVerdict.values:
+        fields["verdict"] = [f'"{verdict}" is not a valid choice.']
+    if score is not None and not math.isfinite(score):
+        fields["score"] = ["Must be a finite number."]
+    comment_problems = [
+        problem
+        for broken, problem in (
+            (len(comment) > MAX_COMMENT_LENGTH, _COMMENT_TOO_LONG),
+            (contains_nul(comment), "Null characters are not allowed."),
+        )
+        if broken
+    ]
+    if comment_problems:
+        fields["comment"] = comment_problems
+    if fields:
+        message = "; ".join(f"{name}: {problems[0]}" for name, problems in fields.items())
+        raise InvalidRequest(message, fields=fields)
+
+
 def review_complete(
     *,
     user: AnyUser,
@@ -217,14 +241,7 @@ def review_complete(
     e.g. already finished), NotClaimHolder.
     """
     reviewer_require(user)
-    if verdict not in ReviewVerdict.values:
-        raise InvalidRequest(fields={"verdict": ["Must be approve or reject."]})
-    if score is not None and not math.isfinite(score):
-        raise InvalidRequest(fields={"score": ["Must be a finite number."]})
-    if contains_nul(comment) or len(comment) > MAX_COMMENT_LENGTH:
-        raise InvalidRequest(
-            fields={"comment": [f"At most {MAX_COMMENT_LENGTH} characters, no NUL."]}
-        )
+    _review_input_check(verdict=verdict, score=score, comment=comment)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
         _refuse_own(submission, user)
