@@ -1,4 +1,8 @@
-"""Review claims, verdicts and staff regrades (SPEC §5)."""
+"""Review claims, verdicts and staff regrades (SPEC §5).
+
+Who may call is the caller's declaration, asked before these run (the review API's
+`IsReviewer` / `IsReviewerOrStaff`; the admin is staff-only): the services decide only what
+depends on the submission (its owner, its claim, its status) and on the input."""
 
 from __future__ import annotations
 
@@ -16,7 +20,6 @@ from django.utils import timezone
 
 from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidRequest, InvalidTransition
-from apps.core.permissions import reviewer_require
 from apps.core.validation import contains_nul
 from apps.grading.services import grading_enqueue
 from apps.jobs.admission import job_admit
@@ -94,16 +97,16 @@ class ClaimState:
 
 
 def review_claim(*, user: AnyUser, submission_id: str) -> ClaimState:
-    """Claim a review_pending submission for `user` (a reviewer) for REVIEW_CLAIM_TTL.
+    """Claim a review_pending submission for `user` for REVIEW_CLAIM_TTL.
 
     Exactly one of any number of concurrent claimers wins. The submission row is locked; the
     claim row is then taken by a conditional UPDATE that matches only a claim held by `user`
     (re-claiming extends it) or an expired one, else inserted (the submission is the claim's
-    primary key, so two inserts cannot both land). Raises NotReviewer (403), NotFound (404),
-    OwnSubmission (409, `user` owns it), InvalidTransition (409, not review_pending),
+    primary key, so two inserts cannot both land). `user` is a reviewer: the caller asks the
+    role (the API's `IsReviewer`), as for every service of this module. Raises NotFound
+    (404), OwnSubmission (409, `user` owns it), InvalidTransition (409, not review_pending),
     AlreadyClaimed (409, with the holder).
     """
-    reviewer_require(user)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
         _refuse_own(submission, user)
@@ -135,10 +138,9 @@ def review_claim(*, user: AnyUser, submission_id: str) -> ClaimState:
 def review_claim_extend(*, user: AnyUser, submission_id: str) -> ClaimState:
     """Renew `user`'s live claim for another REVIEW_CLAIM_TTL (conditional UPDATE).
 
-    Raises NotReviewer, NotFound, OwnSubmission, InvalidTransition (not review_pending),
-    NotClaimHolder (no live claim of `user`: expired, released or taken over).
+    Raises NotFound, OwnSubmission, InvalidTransition (not review_pending), NotClaimHolder (no
+    live claim of `user`: expired, released or taken over).
     """
-    reviewer_require(user)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
         _refuse_own(submission, user)
@@ -156,12 +158,10 @@ def review_claim_extend(*, user: AnyUser, submission_id: str) -> ClaimState:
 def review_claim_release(*, user: AnyUser, submission_id: str) -> bool:
     """Give up a claim: the claimer (live claim) or staff (any claim). Idempotent for staff.
 
-    Returns whether a claim row was removed. Raises NotReviewer (neither reviewer nor staff),
-    NotFound, NotClaimHolder (a reviewer without a live claim).
+    Returns whether a claim row was removed. `user` is a reviewer or staff (the API's
+    `IsReviewerOrStaff`). Raises NotFound, NotClaimHolder (a reviewer without a live claim).
     """
     staff = _is_staff(user)
-    if not staff:
-        reviewer_require(user)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
         claims = ReviewClaim.objects.filter(submission_id=submission.pk)
@@ -236,11 +236,11 @@ def review_complete(
     Locks the submission. Only the holder of a live claim may complete; the claim is consumed
     by a conditional DELETE in the same transaction, so a reviewer whose claim expired and was
     taken over can never complete, and nobody completes a review of their own submission
-    (even holding a claim made before that rule). Raises NotReviewer, NotFound, InvalidRequest
-    (bad verdict, score or comment), OwnSubmission, InvalidTransition (not review_pending,
-    e.g. already finished), NotClaimHolder.
+    (even holding a claim made before that rule). `user` is a reviewer (the API's
+    `IsReviewer`). Raises InvalidRequest (bad verdict, score or comment: this is the rules' one
+    home), NotFound, OwnSubmission, InvalidTransition (not review_pending, e.g. already
+    finished), NotClaimHolder.
     """
-    reviewer_require(user)
     _review_input_check(verdict=verdict, score=score, comment=comment)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
