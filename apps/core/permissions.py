@@ -1,5 +1,8 @@
 """Who is a reviewer: the one place that names the permission (SPEC §5: users with
-`review.can_review`). API views, services, the review page, the admin and the templates ask here."""
+`review.can_review`). Everything that needs to know asks `user_is_reviewer`: the API's role
+permissions (`apps.core.api.base.IsReviewer`, the one gate of the review API), the review page,
+the reader rule, token scopes and the templates (`tests/core/test_api_base.py` proves no other
+code names the permission)."""
 
 from __future__ import annotations
 
@@ -31,9 +34,3 @@ def reviewer_permission() -> Permission | None:
     return Permission.objects.filter(
         content_type__app_label=REVIEWER_APP_LABEL, codename=REVIEWER_CODENAME
     ).first()
-
-
-def reviewer_require(user: AbstractBaseUser | AnonymousUser | None) -> None:
-    """NotReviewer (403 `permission_denied`) unless `user` is a reviewer."""
-    if not user_is_reviewer(user):
-        raise NotReviewer()

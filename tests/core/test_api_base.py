@@ -1,20 +1,26 @@
 """The one API idiom: strict query parameters, path ids checked by the URL, nested validation
-errors, the reviewer check in one place."""
+errors, the reviewer permission named in one place and asked by every reviewer view."""
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import AnonymousUser, User
+from django.conf import settings
+from django.contrib.auth.models import User
 from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
 from apps.core.handlers import validation_fields, validation_message
-from apps.core.permissions import REVIEWER_PERMISSION, user_is_reviewer
-from tests.factories.submissions import make_submission
+from apps.review.services import review_claim
+from apps.submissions.models import SubmissionStatus
+from tests.factories.submissions import make_stored_submission, make_submission
 from tests.factories.users import make_user
 from tests.schedule.conftest import point_body
 
@@ -106,12 +112,120 @@ def test_nested_errors_keep_their_shape() -> None:
     assert validation_message(fields) == "birth.method: bad; files[1].name: x; n: must"
 
 
-def test_the_reviewer_permission_is_asked_in_one_place(user: User) -> None:
-    reviewer = make_user(username="checker", reviewer=True)
-    assert REVIEWER_PERMISSION == "review.can_review"
-    assert user_is_reviewer(reviewer)
-    assert not user_is_reviewer(user)
-    assert not user_is_reviewer(AnonymousUser())
+# Where the permission may be named: its one home, and the model that declares it.
+_NAMES_THE_PERMISSION = {"apps/core/permissions.py", "apps/review/models.py"}
+_ASKS_THE_PERMISSION = {"apps/core/permissions.py"}
+
+
+def _product_sources() -> Iterator[tuple[str, str]]:
+    base = Path(settings.BASE_DIR)
+    for folder, pattern in (("apps", "*.py"), ("config", "*.py"), ("templates", "*.html")):
+        for path in sorted((base / folder).rglob(pattern)):
+            if "migrations" not in path.parts:
+                yield path.relative_to(base).as_posix(), path.read_text(encoding="utf-8")
+
+
+def test_the_reviewer_permission_is_asked_in_one_place() -> None:
+    named, asked = set(), set()
+    for name, text in _product_sources():
+        if "can_review" in text or "perms.review" in text:
+            named.add(name)
+        if re.search(r"\bhas_perms?\b", text):
+            asked.add(name)
+
+    assert named == _NAMES_THE_PERMISSION, "only apps.core.permissions names the permission"
+    assert asked == _ASKS_THE_PERMISSION, "only user_is_reviewer asks a user's permissions"
+
+
+# Every URL under these prefixes is for reviewers, except those named here with their role.
+_REVIEWER_ROUTES = ("api/review/", "review/")
+_OTHER_ROLE = {"review-regrade": "staff"}
+
+
+def _routes(
+    patterns: list[URLPattern | URLResolver], prefix: str = ""
+) -> Iterator[tuple[str, URLPattern]]:
+    for pattern in patterns:
+        route = prefix + str(pattern.pattern)
+        if isinstance(pattern, URLResolver):
+            yield from _routes(pattern.url_patterns, route)
+        else:
+            yield route, pattern
+
+
+def _reviewer_urls(values: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """(url name, method, path) of every handler of every reviewer-only URL pattern."""
+    for route, pattern in _routes(get_resolver().url_patterns):
+        if not route.startswith(_REVIEWER_ROUTES):
+            continue
+        assert pattern.name, f"{route}: every reviewer URL has a name"
+        view = getattr(pattern.callback, "view_class", None)
+        methods = [m for m in ("get", "post", "put", "patch", "delete") if hasattr(view, m)]
+        assert methods, f"{route}: no handler found"
+        needed = getattr(pattern.pattern, "converters", {})
+        assert set(needed) <= set(values), f"{route}: the walk cannot fill {set(needed)}"
+        path = reverse(pattern.name, kwargs={key: values[key] for key in needed})
+        for method in methods:
+            yield pattern.name, method, path
+
+
+def test_every_reviewer_url_refuses_a_plain_user_and_lets_a_reviewer_through(
+    user: User,
+) -> None:
+    waiting = make_stored_submission(
+        user, status=SubmissionStatus.REVIEW_PENDING, program="print(1)"
+    )
+    values = {"submission_id": waiting.pk, "file_id": waiting.files.order_by("pk")[0].pk}
+    role_holders = {
+        "reviewer": make_user(username="walker", reviewer=True),
+        "staff": make_user(username="walker-staff", is_staff=True),
+    }
+    plain = APIClient()
+    plain.force_login(make_user(username="plain"))
+    walked, failures = set(), []
+    for name, method, path in _reviewer_urls(values):
+        walked.add(name)
+        refused = getattr(plain, method)(path)
+        body = refused.json() if path.startswith("/api/") else {"code": "permission_denied"}
+        if (refused.status_code, body.get("code")) != (HTTPStatus.FORBIDDEN, "permission_denied"):
+            failures.append(f"plain user {method.upper()} {path}: {refused.status_code}")
+        allowed = APIClient()
+        allowed.force_login(role_holders[_OTHER_ROLE.get(name, "reviewer")])
+        answered = getattr(allowed, method)(path)
+        if answered.streaming:
+            b"".join(answered.streaming_content)  # read to its end: the client closes the file
+        if answered.status_code in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN):
+            failures.append(f"role holder {method.upper()} {path}: {answered.status_code}")
+
+    assert failures == []
+    assert walked >= {
+        "review",
+        "review-queue",
+        "review-detail",
+        "review-file-download",
+        "review-claim",
+        "review-extend",
+        "review-release",
+        "review-complete",
+        "review-regrade",
+    }
+    assert set(_OTHER_ROLE) <= walked
+
+
+def test_staff_who_are_no_reviewers_may_release_a_claim_and_nothing_else(
+    user: User, reviewer: User
+) -> None:
+    waiting = make_stored_submission(user, status=SubmissionStatus.REVIEW_PENDING)
+    review_claim(user=reviewer, submission_id=waiting.pk)
+    staff = APIClient()
+    staff.force_login(make_user(username="ops", is_staff=True))
+    url = f"/api/review/submissions/{waiting.pk}/"
+
+    assert staff.post(url + "claim/").json()["code"] == "permission_denied"
+    released = staff.post(url + "release/")
+
+    assert released.status_code == HTTPStatus.OK, released.content
+    assert released.json() == {"submission_id": waiting.pk, "released": True}
 
 
 def test_the_review_page_and_api_agree_on_who_reviews(user: User) -> None:

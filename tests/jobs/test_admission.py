@@ -79,9 +79,17 @@ class TestConcurrentLimit:
 
     def test_other_users_jobs_do_not_count(self, user: User, other_user: User) -> None:
         make_policy(user=user, max_concurrent_jobs=1)
-        make_job(owner=other_user)
+        theirs = [make_job(owner=other_user, status=status) for status in ACTIVE_JOB_STATUSES]
+        make_reservation(user=other_user)
 
-        _admit(user)
+        admitted = _admit(user)
+
+        assert admitted.job.owner_id == user.pk
+        assert admitted.job.status == JobStatus.QUEUED
+        assert admitted.quota_warnings == ["Concurrent jobs: 1 of 1 slots in use."]
+        assert all(job.owner_id == other_user.pk for job in theirs)
+        with pytest.raises(QuotaExceeded):
+            _admit(user)  # the one slot is now taken: by the user's own job
 
     def test_a_warning_names_the_concurrent_quota_at_eighty_percent(self, user: User) -> None:
         make_policy(user=user, max_concurrent_jobs=5)

@@ -22,6 +22,7 @@ from apps.jobs.services import (
     idempotency_claim,
     idempotency_fingerprint,
     idempotency_key_resolve,
+    idempotent_transaction,
     job_submit,
 )
 from apps.quotas.exceptions import QuotaExceeded
@@ -168,6 +169,66 @@ class TestProtocol:
             else:
                 assert isinstance(outcome.error, IdempotencyRequestInProgress), outcome.error
         assert sum(o.ok and o.value.created for o in results) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+class TestIdempotentTransaction:
+    def test_the_header_key_is_the_key_a_body_key_replays(self, user: User) -> None:
+        submission = make_submission(owner=user)
+
+        first = job_submit(user=user, submission_id=submission.pk, idempotency_key_header="h-1")
+        again = job_submit(user=user, submission_id=submission.pk, idempotency_key="h-1")
+
+        assert (first.created, again.created) == (True, False)
+        assert again.job.pk == first.job.pk
+        assert IdempotencyKey.objects.get(key="h-1").job_id == first.job.pk
+
+    def test_a_body_and_header_key_that_differ_are_refused_before_any_claim(
+        self, user: User
+    ) -> None:
+        submission = make_submission(owner=user)
+
+        with pytest.raises(IdempotencyKeyMismatch):
+            job_submit(
+                user=user,
+                submission_id=submission.pk,
+                idempotency_key="a",
+                idempotency_key_header="b",
+            )
+
+        assert not IdempotencyKey.objects.exists()
+        assert not Job.objects.exists()
+
+    def test_a_failing_body_rolls_back_its_writes_and_releases_the_claim(self, user: User) -> None:
+        submission = make_submission(owner=user)
+        fingerprint = idempotency_fingerprint(
+            submission_id=submission.pk, config={}, reservation_id=None
+        )
+
+        claimed: list[bool] = []
+
+        def fail_after_a_write() -> None:
+            with idempotent_transaction(user=user, key="k", fingerprint=fingerprint, ttl_hours=1):
+                claimed.append(IdempotencyKey.objects.filter(key="k", job=None).exists())
+                Submission.objects.filter(pk=submission.pk).update(question_id="written")
+                raise LookupError("the body failed")
+
+        with pytest.raises(LookupError):
+            fail_after_a_write()
+
+        assert claimed == [True]
+        assert not IdempotencyKey.objects.exists()
+        submission.refresh_from_db()
+        assert submission.question_id != "written"
+
+    def test_a_body_that_sets_no_job_binds_nothing_and_releases_the_claim(self, user: User) -> None:
+        with (
+            pytest.raises(RuntimeError, match="without its job"),
+            idempotent_transaction(user=user, key="k", fingerprint="f", ttl_hours=1),
+        ):
+            pass
+
+        assert not IdempotencyKey.objects.exists()
 
 
 class TestResolve:

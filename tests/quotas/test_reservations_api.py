@@ -304,6 +304,22 @@ def test_admin_pages_and_actions(user: User, staff_user: User, client: Any) -> N
     assert (job.status, done.status) == ("cancelled", "completed")
 
 
-def test_submission_factory_helper_is_complete(user: User) -> None:
-    submission = make_submission(owner=user)
-    assert sorted(submission.files.values_list("filename", flat=True)) == ["config.yaml", "main.py"]
+def test_a_reservation_consumed_by_a_job_is_listed_with_it_and_holds_no_second_slot(
+    user: User, user_client: APIClient
+) -> None:
+    QuotaPolicy.objects.create(user=user, max_concurrent_jobs=1)
+    reservation_id = reserve(user_client).json()["reservation_id"]
+    body = {"submission_id": make_submission(owner=user).pk, "reservation_id": reservation_id}
+
+    submitted = user_client.post("/api/jobs/", body, format="json")
+
+    assert submitted.status_code == HTTPStatus.CREATED, submitted.content
+    listed = user_client.get(URL).json()
+    assert [(r["reservation_id"], r["state"], r["job_id"]) for r in listed] == [
+        (reservation_id, "consumed", submitted.json()["job_id"])
+    ]
+    released = user_client.post(f"{URL}{reservation_id}/release/")
+    assert released.status_code == HTTPStatus.CONFLICT
+    assert released.json()["code"] == "reservation_not_active"
+    me = user_client.get("/api/quotas/me/").json()
+    assert (me["active_jobs"], me["active_reservations"], me["available_slots"]) == (1, 0, 0)

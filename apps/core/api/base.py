@@ -5,7 +5,13 @@ A view reads the way a request flows: validate the input (`self.body(...)` /
 selector with the typed `self.user`, and answer through an output serializer
 (`self.respond(...)`), which is also what the schema documents. Object ownership is the
 selectors' (`apps.core.selectors.owned_get`: another user's object → 403 `permission_denied`,
-never its data); reviewer-only views set `permission_classes = [IsReviewer]`.
+never its data).
+
+A role is a view's declaration, asked once before any handler runs: reviewer-only views set
+`permission_classes = [IsReviewer]` (`[IsReviewerOrStaff]` where staff may act too), and the
+services they call do not ask the role again. Every view of the review API and the review page
+declare it (`tests/core/test_api_base.py` walks every URL under /api/review/ and /review/ as a
+plain user and as a reviewer).
 
 Token scopes are checked here for every view, deny by default: a request authenticated by an
 API token runs only when the token holds the view's scope for it (`scope_for`: `read` for a
@@ -73,6 +79,15 @@ class IsReviewer(BasePermission):
         if not user_is_reviewer(request.user):
             raise NotReviewer()
         return True
+
+
+class IsReviewerOrStaff(IsReviewer):
+    """Reviewers and staff; others → 403."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if request.user and getattr(request.user, "is_staff", False):
+            return True
+        return super().has_permission(request, view)
 
 
 class ApiView(APIView):

@@ -19,7 +19,7 @@ from apps.jobs.api.serializers import (
     JobSubmitOutputSerializer,
 )
 from apps.jobs.selectors import job_get, job_list
-from apps.jobs.services import idempotency_key_resolve, job_cancel, job_submit
+from apps.jobs.services import job_cancel, job_submit
 
 _SUBMIT_400 = (
     "`invalid_request` (with `fields`), `invalid_idempotency_key`, `idempotency_key_mismatch`, "
@@ -81,16 +81,13 @@ class JobListCreateApi(ApiView):
     )
     def post(self, request: Request) -> Response:
         values = self.body(JobSubmitInputSerializer)
-        key = idempotency_key_resolve(
-            body_key=values.get("idempotency_key"),
-            header_key=request.headers.get("Idempotency-Key"),
-        )
         result = job_submit(
             user=self.user,
             submission_id=values["submission_id"],
             config=values.get("config"),
             reservation_id=values.get("reservation_id") or None,
-            idempotency_key=key,
+            idempotency_key=values.get("idempotency_key"),
+            idempotency_key_header=request.headers.get("Idempotency-Key"),
             idempotency_ttl_hours=values.get("idempotency_ttl_hours"),
         )
         if not result.created:

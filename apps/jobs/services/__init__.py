@@ -1,7 +1,8 @@
 """Writes to jobs, one module per concern:
 
 - `submission` — `job_submit`: the SPEC's order of checks, one transaction per new job;
-- `idempotency` — the key protocol (resolve, claim, bind, release) and the cleanup of keys;
+- `idempotency` — the key protocol (resolve, claim, bind, release; `idempotent_transaction`
+  ties claim, bind and release into one context manager) and the cleanup of keys;
 - `lifecycle` — the only writers of a job's status (`job_transition`, `job_finish`), running
   logs and `job_cancel`.
 
@@ -11,6 +12,7 @@ app's public services, for other apps and the API.
 
 from apps.jobs.services.idempotency import (
     IdempotencyClaim,
+    IdempotentWork,
     idempotency_bind,
     idempotency_claim,
     idempotency_fingerprint,
@@ -18,12 +20,14 @@ from apps.jobs.services.idempotency import (
     idempotency_keys_purge,
     idempotency_release,
     idempotency_retry_after,
+    idempotent_transaction,
 )
 from apps.jobs.services.lifecycle import job_cancel, job_finish, job_logs_progress, job_transition
 from apps.jobs.services.submission import SubmitResult, job_config_cost, job_submit
 
 __all__ = [
     "IdempotencyClaim",
+    "IdempotentWork",
     "SubmitResult",
     "idempotency_bind",
     "idempotency_claim",
@@ -32,6 +36,7 @@ __all__ = [
     "idempotency_keys_purge",
     "idempotency_release",
     "idempotency_retry_after",
+    "idempotent_transaction",
     "job_cancel",
     "job_config_cost",
     "job_finish",

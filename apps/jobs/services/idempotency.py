@@ -3,9 +3,10 @@
 Idempotency keys (per user) are claimed before any work, in a short transaction of their own:
 concurrent requests with one key then see the claim and get 409
 `idempotency_request_in_progress` instead of racing. The request that holds the claim creates
-the job and binds the key to it in one transaction (`idempotency_bind`, called inside the
-job's transaction), so a key either names its one job or names nothing. A request that fails
-releases its claim (no error is cached: a retry runs every check again); a request that died
+the job and binds the key to it in one transaction, so a key either names its one job or names
+nothing. A request that fails releases its claim (no error is cached: a retry runs every check
+again). `idempotent_transaction` is the protocol in one piece (claim, then the job's
+transaction with the bind at its end, or the release on any failure); a request that died
 leaves a claim that another request takes over after `IDEMPOTENCY_LOCK_TIMEOUT`, and the dead
 one, should it wake up, can no longer bind the key. The unique constraint
 `jobs_idempotencykey_user_key` is what makes the claim exclusive.
@@ -18,7 +19,8 @@ import hashlib
 import json
 import logging
 import math
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -272,6 +274,51 @@ def idempotency_release(*, claim: IdempotencyClaim) -> None:
     IdempotencyKey.objects.filter(
         pk=claim.key_id, lock_token=claim.token, job__isnull=True
     ).delete()
+
+
+@dataclass
+class IdempotentWork:
+    """What `idempotent_transaction` yields: the job a finished key names (`replay`: do
+    nothing, answer it), else a transaction to run, whose job the body sets (`job`)."""
+
+    replay: Job | None = None
+    job: Job | None = None
+
+
+@contextmanager
+def idempotent_transaction(
+    *, user: AbstractBaseUser, key: str | None, fingerprint: str, ttl_hours: float
+) -> Iterator[IdempotentWork]:
+    """Claim `key`, run the body in one transaction and bind the key to the body's job at the
+    end of that transaction; on any failure roll back and release the claim.
+
+    The claim is committed on its own before the body runs (`idempotency_claim`: it raises
+    IdempotencyKeyReused or IdempotencyRequestInProgress). A finished key yields its job as
+    `replay` and opens no transaction. Otherwise the body runs inside `transaction.atomic()`
+    and sets `work.job`; the key is bound to it by compare-and-set on the claim's token in the
+    same transaction (IdempotencyRequestInProgress, rolling the job back, when the claim was
+    taken over meanwhile). Any exception leaving the block, the bind's included, rolls the
+    transaction back and releases the claim (a retry runs every check again). Without a key
+    (`None`) it is only the transaction. Must not be called inside a transaction.
+    """
+    claim = None
+    if key is not None:
+        claim = idempotency_claim(user=user, key=key, fingerprint=fingerprint, ttl_hours=ttl_hours)
+        if claim.replay is not None:
+            yield IdempotentWork(replay=claim.replay)
+            return
+    work = IdempotentWork()
+    try:
+        with transaction.atomic():
+            yield work
+            if claim is not None:
+                if work.job is None:
+                    raise RuntimeError("an idempotent transaction ended without its job")
+                idempotency_bind(claim=claim, job=work.job, ttl_hours=ttl_hours)
+    except BaseException:
+        if claim is not None:
+            idempotency_release(claim=claim)
+        raise
 
 
 def idempotency_keys_purge(*, now: dt.datetime, dry_run: bool = False) -> CleanupReport:

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 
 from apps.core.exceptions import InvalidRequest, InvalidTransition
 from apps.core.logcontext import log_bind
@@ -24,13 +24,11 @@ from apps.jobs.exceptions import DuplicateInFlight, MissingFiles
 from apps.jobs.metrics import counts_submission_refusals, job_submission_counted
 from apps.jobs.models import Job
 from apps.jobs.services.idempotency import (
-    IdempotencyClaim,
-    idempotency_bind,
-    idempotency_claim,
     idempotency_fingerprint,
-    idempotency_release,
+    idempotency_key_resolve,
+    idempotent_transaction,
 )
-from apps.submissions.models import SubmissionStatus
+from apps.submissions.models import Submission, SubmissionStatus
 from apps.submissions.selectors import submission_get, submission_missing_files
 from apps.submissions.services import submission_seal_ready, submission_transition
 
@@ -72,20 +70,26 @@ def job_submit(
     config: dict[str, Any] | None = None,
     reservation_id: str | None = None,
     idempotency_key: str | None = None,
+    idempotency_key_header: str | None = None,
     idempotency_ttl_hours: float | None = None,
 ) -> SubmitResult:
     """Enqueue a job for a draft submission, exactly once per idempotency key.
 
-    Order of checks (SPEC §3): idempotency lookup (a finished key replays its job: no other
-    check can refuse a replay) → submission exists and is the user's (NotFound /
-    PermissionDenied) → completeness (MissingFiles) → draft status (InvalidTransition) →
-    in-flight dedup (DuplicateInFlight, from the partial unique constraint when the submission
-    moves to `pending`) → rate, cost and concurrent quota under the user's policy lock
-    (RateLimited, CostLimitExceeded, QuotaExceeded, ReservationNotActive) → create the job,
-    consume the reservation, bind the key — one transaction — → enqueue `grade_job` after
-    commit. Locks, in order: idempotency key row (own short transaction), then submission row
-    → policy row → reservation row. Must not be called inside a transaction.
+    The key is the body's `idempotency_key` or the `Idempotency-Key` header's
+    (`idempotency_key_header`): both given and different is IdempotencyKeyMismatch, a
+    malformed one InvalidIdempotencyKey (`idempotency_key_resolve`). Order of checks (SPEC
+    §3): the key → the config (InvalidRequest) → idempotency lookup (a finished key replays
+    its job: no other check can refuse a replay) → submission exists and is the user's
+    (NotFound / PermissionDenied) → completeness (MissingFiles) → draft status
+    (InvalidTransition) → in-flight dedup (DuplicateInFlight, from the partial unique
+    constraint when the submission moves to `pending`) → rate, cost and concurrent quota under
+    the user's policy lock (RateLimited, CostLimitExceeded, QuotaExceeded,
+    ReservationNotActive) → create the job, consume the reservation, bind the key — one
+    transaction (`idempotent_transaction`) — → enqueue `grade_job` after commit. Locks, in
+    order: idempotency key row (own short transaction), then submission row → policy row →
+    reservation row. Must not be called inside a transaction.
     """
+    key = idempotency_key_resolve(body_key=idempotency_key, header_key=idempotency_key_header)
     config = {} if config is None else config
     resource_class, cost = job_config_cost(config=config)
     ttl_hours = float(
@@ -93,42 +97,30 @@ def job_submit(
         if idempotency_ttl_hours is None
         else idempotency_ttl_hours
     )
-
-    claim: IdempotencyClaim | None = None
-    if idempotency_key is not None:
-        claim = idempotency_claim(
-            user=user,
-            key=idempotency_key,
-            fingerprint=idempotency_fingerprint(
-                submission_id=submission_id, config=config, reservation_id=reservation_id
-            ),
-            ttl_hours=ttl_hours,
-        )
-        if claim.replay is not None:
-            log_bind(job_id=claim.replay.pk)
-            job_submission_counted(created=False)
-            return SubmitResult(job=claim.replay, created=False)
-
+    fingerprint = idempotency_fingerprint(
+        submission_id=submission_id, config=config, reservation_id=reservation_id
+    )
     try:
-        try:
-            with transaction.atomic():
-                result = _job_create(
-                    user=user,
-                    submission_id=submission_id,
-                    config=config,
-                    resource_class=resource_class,
-                    cost=cost,
-                    reservation_id=reservation_id,
-                )
-                if claim is not None:
-                    idempotency_bind(claim=claim, job=result.job, ttl_hours=ttl_hours)
-                enqueue_on_commit(GRADE_JOB, result.job.pk)
-        except _InFlightConflict as conflict:
-            raise _duplicate_in_flight(submission_id=submission_id) from conflict.__cause__
-    except BaseException:
-        if claim is not None:
-            idempotency_release(claim=claim)
-        raise
+        with idempotent_transaction(
+            user=user, key=key, fingerprint=fingerprint, ttl_hours=ttl_hours
+        ) as work:
+            if work.replay is not None:
+                log_bind(job_id=work.replay.pk)
+                job_submission_counted(created=False)
+                return SubmitResult(job=work.replay, created=False)
+            result = _job_create(
+                user=user,
+                submission_id=submission_id,
+                config=config,
+                resource_class=resource_class,
+                cost=cost,
+                reservation_id=reservation_id,
+            )
+            work.job = result.job
+            enqueue_on_commit(GRADE_JOB, result.job.pk)
+    except _InFlightConflict as conflict:
+        submission = submission_get(submission_id=submission_id)
+        raise _duplicate_in_flight(submission) from conflict.__cause__
     log_bind(job_id=result.job.pk, submission_id=submission_id)
     job_submission_counted(created=True)
     logger.info("job %s created for submission %s", result.job.pk, submission_id)
@@ -136,15 +128,12 @@ def job_submit(
 
 
 class _InFlightConflict(Exception):
-    """The in-flight constraint refused the fast path's UPDATE (the transaction is aborted)."""
+    """The in-flight constraint refused the fast path's UPDATE (the transaction is aborted:
+    on PostgreSQL nothing can be read inside it, so the error is described after rollback)."""
 
 
-def _duplicate_in_flight(*, submission_id: str) -> DuplicateInFlight:
-    """The error for a submission whose (user, question, skill) already has one in flight.
-
-    Read after the refused transaction rolled back: on PostgreSQL nothing can be read inside it.
-    """
-    submission = submission_get(submission_id=submission_id)
+def _duplicate_in_flight(submission: Submission) -> DuplicateInFlight:
+    """The error for a submission whose (user, question, skill) already has one in flight."""
     return DuplicateInFlight(
         "A submission for this question and skill is already pending or processing.",
         extra={"question_id": submission.question_id, "skill": submission.skill},
@@ -186,10 +175,7 @@ def _submission_seal(*, user: AbstractBaseUser, submission_id: str) -> None:
     try:
         submission_transition(submission=submission, to=SubmissionStatus.PENDING)
     except IntegrityError as exc:
-        raise DuplicateInFlight(
-            "A submission for this question and skill is already pending or processing.",
-            extra={"question_id": submission.question_id, "skill": submission.skill},
-        ) from exc
+        raise _duplicate_in_flight(submission) from exc
 
 
 def _job_create(

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from django.core.validators import MaxLengthValidator, ProhibitNullCharactersValidator
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -46,17 +46,41 @@ class ReleaseOutputSerializer(serializers.Serializer[Any]):
     released = serializers.BooleanField(help_text="False when there was no claim to release.")
 
 
+@extend_schema_field(serializers.ChoiceField(choices=ReviewVerdict.choices))
+class VerdictField(serializers.Field):  # type: ignore[type-arg]
+    """Any value but null, as text (`"True"` for true): whether it names a verdict is the
+    service's rule (`review_complete`), which the schema states."""
+
+    def to_internal_value(self, data: Any) -> str:
+        return str(data)
+
+    def to_representation(self, value: Any) -> str:
+        return str(value)
+
+
+class CommentField(serializers.CharField):
+    """Text, trimmed. Its validators state the service's rules in the schema (at most
+    `max_length` characters, no NUL); parsing runs only the others: `review_complete` enforces
+    those two."""
+
+    _SERVICE_RULES = (MaxLengthValidator, ProhibitNullCharactersValidator)
+
+    def run_validators(self, value: Any) -> None:
+        stated = self.validators
+        self.validators = [v for v in stated if not isinstance(v, self._SERVICE_RULES)]
+        try:
+            super().run_validators(value)
+        finally:
+            self.validators = stated
+
+
+# The shapes of a verdict's body; `review_complete` checks the values.
 class CompleteInputSerializer(serializers.Serializer[Any]):
-    verdict = serializers.ChoiceField(choices=ReviewVerdict.choices)
+    verdict = VerdictField()
     score = serializers.FloatField(required=False, allow_null=True, default=None)
-    comment = serializers.CharField(
+    comment = CommentField(
         required=False, allow_blank=True, default="", max_length=MAX_COMMENT_LENGTH
     )
-
-    def validate_score(self, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise serializers.ValidationError("Must be a finite number.")
-        return value
 
 
 class ReviewRecordSerializer(serializers.Serializer[Any]):

@@ -11,7 +11,7 @@ from rest_framework.permissions import AllowAny, BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.core.api.base import ApiView, IsReviewer
+from apps.core.api.base import ApiView, IsReviewer, IsReviewerOrStaff
 from apps.core.api.downloads import DOWNLOAD_RESPONSE, attachment_response
 from apps.core.api.schema import error_responses
 from apps.core.scopes import Scope
@@ -96,6 +96,7 @@ class ReviewQueueApi(ApiView):
 
 
 class ReviewClaimApi(ApiView):
+    permission_classes = [IsReviewer]
     token_scopes = REVIEW_SCOPE
 
     @extend_schema(
@@ -109,6 +110,7 @@ class ReviewClaimApi(ApiView):
 
 
 class ReviewClaimExtendApi(ApiView):
+    permission_classes = [IsReviewer]
     token_scopes = REVIEW_SCOPE
 
     @extend_schema(
@@ -131,6 +133,8 @@ class ReviewClaimExtendApi(ApiView):
 
 
 class ReviewClaimReleaseApi(ApiView):
+    # The claimer gives up a live claim; staff release any claim.
+    permission_classes = [IsReviewerOrStaff]
     token_scopes = REVIEW_SCOPE
 
     @extend_schema(
@@ -148,6 +152,7 @@ class ReviewClaimReleaseApi(ApiView):
 
 
 class ReviewCompleteApi(ApiView):
+    permission_classes = [IsReviewer]
     token_scopes = REVIEW_SCOPE
 
     @extend_schema(

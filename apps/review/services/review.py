@@ -1,4 +1,8 @@
-"""Review claims, verdicts and staff regrades (SPEC §5)."""
+"""Review claims, verdicts and staff regrades (SPEC §5).
+
+Who may call is the caller's declaration, asked before these run (the review API's
+`IsReviewer` / `IsReviewerOrStaff`; the admin is staff-only): the services decide only what
+depends on the submission (its owner, its claim, its status) and on the input."""
 
 from __future__ import annotations
 
@@ -16,7 +20,6 @@ from django.utils import timezone
 
 from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidRequest, InvalidTransition
-from apps.core.permissions import reviewer_require
 from apps.core.validation import contains_nul
 from apps.grading.services import grading_enqueue
 from apps.jobs.admission import job_admit
@@ -40,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 AnyUser = AbstractBaseUser | AnonymousUser
 MAX_COMMENT_LENGTH = 10_000
+_COMMENT_TOO_LONG = f"Ensure this field has no more than {MAX_COMMENT_LENGTH} characters."
 
 
 def _user_id(user: AnyUser) -> int:
@@ -93,16 +97,16 @@ class ClaimState:
 
 
 def review_claim(*, user: AnyUser, submission_id: str) -> ClaimState:
-    """Claim a review_pending submission for `user` (a reviewer) for REVIEW_CLAIM_TTL.
+    """Claim a review_pending submission for `user` for REVIEW_CLAIM_TTL.
 
     Exactly one of any number of concurrent claimers wins. The submission row is locked; the
     claim row is then taken by a conditional UPDATE that matches only a claim held by `user`
     (re-claiming extends it) or an expired one, else inserted (the submission is the claim's
-    primary key, so two inserts cannot both land). Raises NotReviewer (403), NotFound (404),
-    OwnSubmission (409, `user` owns it), InvalidTransition (409, not review_pending),
+    primary key, so two inserts cannot both land). `user` is a reviewer: the caller asks the
+    role (the API's `IsReviewer`), as for every service of this module. Raises NotFound
+    (404), OwnSubmission (409, `user` owns it), InvalidTransition (409, not review_pending),
     AlreadyClaimed (409, with the holder).
     """
-    reviewer_require(user)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
         _refuse_own(submission, user)
@@ -134,10 +138,9 @@ def review_claim(*, user: AnyUser, submission_id: str) -> ClaimState:
 def review_claim_extend(*, user: AnyUser, submission_id: str) -> ClaimState:
     """Renew `user`'s live claim for another REVIEW_CLAIM_TTL (conditional UPDATE).
 
-    Raises NotReviewer, NotFound, OwnSubmission, InvalidTransition (not review_pending),
-    NotClaimHolder (no live claim of `user`: expired, released or taken over).
+    Raises NotFound, OwnSubmission, InvalidTransition (not review_pending), NotClaimHolder (no
+    live claim of `user`: expired, released or taken over).
     """
-    reviewer_require(user)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
         _refuse_own(submission, user)
@@ -155,12 +158,10 @@ def review_claim_extend(*, user: AnyUser, submission_id: str) -> ClaimState:
 def review_claim_release(*, user: AnyUser, submission_id: str) -> bool:
     """Give up a claim: the claimer (live claim) or staff (any claim). Idempotent for staff.
 
-    Returns whether a claim row was removed. Raises NotReviewer (neither reviewer nor staff),
-    NotFound, NotClaimHolder (a reviewer without a live claim).
+    Returns whether a claim row was removed. `user` is a reviewer or staff (the API's
+    `IsReviewerOrStaff`). Raises NotFound, NotClaimHolder (a reviewer without a live claim).
     """
     staff = _is_staff(user)
-    if not staff:
-        reviewer_require(user)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
         claims = ReviewClaim.objects.filter(submission_id=submission.pk)
@@ -199,6 +200,29 @@ def review_claims_purge(*, now: datetime, dry_run: bool = False) -> CleanupRepor
     return CleanupReport(kind="claims", count=removed, items=items)
 
 
+def _review_input_check(*, verdict: str, score: float | None, comment: str) -> None:
+    """InvalidRequest naming every failing field, in the order verdict, score, comment: the one
+    home of a verdict's input rules (the API's serializer parses only its shapes)."""
+    fields: dict[str, list[str]] = {}
+    if verdict not in ReviewVerdict.values:
+        fields["verdict"] = [f'"{verdict}" is not a valid choice.']
+    if score is not None and not math.isfinite(score):
+        fields["score"] = ["Must be a finite number."]
+    comment_problems = [
+        problem
+        for broken, problem in (
+            (len(comment) > MAX_COMMENT_LENGTH, _COMMENT_TOO_LONG),
+            (contains_nul(comment), "Null characters are not allowed."),
+        )
+        if broken
+    ]
+    if comment_problems:
+        fields["comment"] = comment_problems
+    if fields:
+        message = "; ".join(f"{name}: {problems[0]}" for name, problems in fields.items())
+        raise InvalidRequest(message, fields=fields)
+
+
 def review_complete(
     *,
     user: AnyUser,
@@ -212,19 +236,12 @@ def review_complete(
     Locks the submission. Only the holder of a live claim may complete; the claim is consumed
     by a conditional DELETE in the same transaction, so a reviewer whose claim expired and was
     taken over can never complete, and nobody completes a review of their own submission
-    (even holding a claim made before that rule). Raises NotReviewer, NotFound, InvalidRequest
-    (bad verdict, score or comment), OwnSubmission, InvalidTransition (not review_pending,
-    e.g. already finished), NotClaimHolder.
+    (even holding a claim made before that rule). `user` is a reviewer (the API's
+    `IsReviewer`). Raises InvalidRequest (bad verdict, score or comment: this is the rules' one
+    home), NotFound, OwnSubmission, InvalidTransition (not review_pending, e.g. already
+    finished), NotClaimHolder.
     """
-    reviewer_require(user)
-    if verdict not in ReviewVerdict.values:
-        raise InvalidRequest(fields={"verdict": ["Must be approve or reject."]})
-    if score is not None and not math.isfinite(score):
-        raise InvalidRequest(fields={"score": ["Must be a finite number."]})
-    if contains_nul(comment) or len(comment) > MAX_COMMENT_LENGTH:
-        raise InvalidRequest(
-            fields={"comment": [f"At most {MAX_COMMENT_LENGTH} characters, no NUL."]}
-        )
+    _review_input_check(verdict=verdict, score=score, comment=comment)
     with transaction.atomic():
         submission = submission_get(submission_id=submission_id, for_update=True)
         _refuse_own(submission, user)
