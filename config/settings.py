@@ -265,8 +265,9 @@ MAX_REQUEST_HEADER_SIZE = int(env_number("MAX_REQUEST_HEADER_SIZE", 8190))
 FILE_UPLOAD_TEMP_DIR = env.str("FILE_UPLOAD_TEMP_DIR", default="") or None
 # Slow clients (config/server): a request head must be complete within REQUEST_HEADER_TIMEOUT
 # seconds; a body must average REQUEST_BODY_MIN_RATE bytes/s after its first
-# REQUEST_BODY_TIMEOUT seconds and carry at most MAX_REQUEST_BODY_SIZE bytes (default: the
-# largest upload request the API accepts, with its form fields and part headers).
+# REQUEST_BODY_TIMEOUT seconds and carry at most MAX_REQUEST_BODY_SIZE bytes on an upload route
+# (default: the largest upload request the API accepts, with its form fields and part headers),
+# MAX_REQUEST_BODY_SIZE_DEFAULT elsewhere.
 REQUEST_HEADER_TIMEOUT = env_number("REQUEST_HEADER_TIMEOUT", 10)
 REQUEST_BODY_TIMEOUT = env_number("REQUEST_BODY_TIMEOUT", 10)
 REQUEST_BODY_MIN_RATE = env_number("REQUEST_BODY_MIN_RATE", 1024)
@@ -361,6 +362,12 @@ MAX_REQUEST_BODY_SIZE = int(
         + 64 * 1024,
     )
 )
+# Every other request body (and an upload without a credential) carries at most this much; the
+# routes named here take MAX_REQUEST_BODY_SIZE (config/server/heads.py).
+MAX_REQUEST_BODY_SIZE_DEFAULT = int(env_number("MAX_REQUEST_BODY_SIZE_DEFAULT", 4 * 1024 * 1024))
+UPLOAD_URL_NAMES = ["submission-list", "submission-files"]
+# Bytes of request bodies one web worker holds at once (memory and disk); past it, 503.
+REQUEST_SPOOL_BUDGET = int(env_number("REQUEST_SPOOL_BUDGET", MAX_REQUEST_BODY_SIZE))
 SUBMISSION_DRAFT_TTL_DAYS = env_number("SUBMISSION_DRAFT_TTL_DAYS", 7)
 # Stored uploads no file row names (a web process killed between storing and committing) are
 # deleted by the `orphan_files` cleanup once this old: longer than any upload takes.
