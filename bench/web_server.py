@@ -114,13 +114,14 @@ def _uploads(upload: ModuleType) -> dict[str, tuple[list[float], float]]:
         big = upload.make_file(data / "big.bin", 100 * MB)
         ten = upload.make_file(data / "ten.bin", 10 * MB)
         one = upload.make_file(data / "one.bin", MB)
-        clients = {}
+        ports = {}
         for name, worker_class in SETUPS.items():
             folder = work / name
             folder.mkdir()
-            process, port, token, _ = upload.start_server(folder, worker_class)
+            process, ports[name], token, _ = upload.start_server(folder, worker_class)
             servers[name] = process
-            clients[name] = upload.Client(port, token)
+        # One database: each start replaces the bench user's token, so the last one serves both.
+        clients = {name: upload.Client(port, token) for name, port in ports.items()}
         targets = {name: clients[name].create("main.py", one) for name in SETUPS}
         totals: dict[str, dict[str, list[float]]] = {
             figure: {name: [] for name in SETUPS}

@@ -5,7 +5,10 @@ only a complete request reaches a thread that runs the Django (WSGI) application
   so the master, its hooks, limits, logging and graceful stop stay gunicorn's.
 - `protocol.Protocol`: gunicorn's HTTP/1 protocol with a total deadline for a request head
   (`REQUEST_HEADER_TIMEOUT`) and the API's JSON error body for what the parser refuses.
-- `bridge.WsgiBridge`: reads the body on the loop (a minimum average rate, a size cap, spooled
-  to disk past 1 MiB), then runs the WSGI application in a fixed pool of threads, whose database
+- `heads`: what the head alone decides (an absolute-form target's path, `Host`, `Expect`, the
+  body limit of the route and whether a credential is presented).
+- `body`: reads the body on the loop (a minimum average rate, the route's size limit, spooled to
+  disk past 1 MiB, charged to the worker's spool budget).
+- `bridge.WsgiBridge`: then runs the WSGI application in a fixed pool of threads, whose database
   connections persist as in a sync worker.
 """

@@ -1,11 +1,7 @@
 """The Django WSGI application behind gunicorn's asyncio worker.
 
-A request reaches a thread only once its body is complete: the loop reads it into a spooled
-temporary file (memory up to `SPOOL_MEMORY`, then disk) while the client sends it, so a client
-trickling a body holds a coroutine and a socket, never a thread. The body must keep an average
-of `min_rate` bytes per second after `grace` seconds (408 `request_timeout` otherwise) and stay
-within `max_size` bytes (413 `request_too_large`, refused from Content-Length before a byte is
-read when it declares more).
+A request reaches a thread only once its body is complete: the head is checked (`heads`), then
+the loop reads the body within its route's limit and the worker's spool budget (`body`).
 
 The threads are a fixed pool (gunicorn's `threads`, default 1 as in a sync worker), so each keeps
 its database connection across requests (`CONN_MAX_AGE`). Django's own ASGI handler would run
@@ -17,62 +13,67 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import sys
-import tempfile
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from dataclasses import dataclass
-from http import HTTPStatus
+from collections.abc import Callable, Iterable
 from typing import IO, Any
 from urllib.parse import unquote_to_bytes
 
-from config.server.errors import error_body
+from config.server.body import (
+    BodyLimits,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    SpoolBudget,
+    read_body,
+    refuse,
+)
+from config.server.heads import BodyRoutes, head_refusal, to_origin_form
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
-#: Body bytes kept in memory before the spool moves to a file on disk.
-SPOOL_MEMORY = 1024 * 1024
 #: Response bytes gathered into one trip to the event loop.
 SEND_CHUNK = 64 * 1024
-
-
-@dataclass(frozen=True)
-class BodyLimits:
-    """How a request body must arrive (settings REQUEST_BODY_*, MAX_REQUEST_BODY_SIZE)."""
-
-    grace: float  # seconds before the minimum rate applies
-    min_rate: float  # bytes per second, on average since the body started
-    max_size: int  # bytes
-    drain: int  # bytes of a refused body read (and dropped) so the client reads the answer
-    spool_dir: str | None = None
-
-    def deadline(self, started: float, received: int) -> float:
-        """When the next byte is due: the rate allows `received` bytes by this time."""
-        return started + self.grace + received / self.min_rate
 
 
 class WsgiBridge:
     """An ASGI application running a WSGI application on complete requests."""
 
     def __init__(
-        self, app: WSGIApp, *, threads: int, limits: BodyLimits, send_timeout: float
+        self,
+        app: WSGIApp,
+        *,
+        threads: int,
+        limits: BodyLimits,
+        routes: BodyRoutes,
+        budget: SpoolBudget,
+        send_timeout: float,
     ) -> None:
         self.app = app
         self.threads = threads
         self.limits = limits
+        self.routes = routes
+        self.budget = budget
         self.send_timeout = send_timeout
         self.executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="wsgi")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             raise ValueError(f"only HTTP is served, not {scope['type']}")
-        if _unmet_expectation(scope):
-            # What gunicorn's sync worker answers too (RFC 9110 §10.1.1 allows it).
-            await _refuse(send, HTTPStatus.EXPECTATION_FAILED, ("Unsupported expectation.", {}))
+        refusal = head_refusal(scope)
+        if refusal is not None:
+            await refuse(send, refusal)
             return
-        body = await read_body(scope, receive, send, self.limits)
+        to_origin_form(scope)
+        limit, over_limit = self.routes.body_limit(scope, self.limits)
+        body = await read_body(
+            scope,
+            receive,
+            send,
+            self.limits,
+            limit=limit,
+            over_limit=over_limit,
+            budget=self.budget,
+        )
         if body is None:
             return
         loop = asyncio.get_running_loop()
@@ -203,105 +204,3 @@ def wsgi_environ(scope: Scope, body: IO[bytes], multithread: bool) -> dict[str, 
         # Repeated fields are joined as one list value (RFC 9110 §5.3), as gunicorn does.
         environ[name] = f"{environ[name]},{value}" if name in environ else value
     return environ
-
-
-def _unmet_expectation(scope: Scope) -> bool:
-    return any(
-        name == b"expect" and value.strip().lower() != b"100-continue"
-        for name, value in scope["headers"]
-    )
-
-
-def _declared_length(scope: Scope) -> int | None:
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            return int(value)  # gunicorn's parser accepted only digits, and only one
-    return None
-
-
-async def read_body(
-    scope: Scope, receive: Receive, send: Send, limits: BodyLimits
-) -> IO[bytes] | None:
-    """The whole body in a spooled file, or None when the client left or was answered."""
-    declared = _declared_length(scope)
-    if declared is not None and declared > limits.max_size:
-        await _refuse(send, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, _too_large(limits))
-        await _drain(receive, limits)
-        return None
-    loop = asyncio.get_running_loop()
-    spool = tempfile.SpooledTemporaryFile(SPOOL_MEMORY, dir=limits.spool_dir)  # noqa: SIM115
-    started, received = loop.time(), 0
-    try:
-        try:
-            # One timeout for the whole body, moved on as bytes arrive (no task per chunk).
-            async with asyncio.timeout_at(limits.deadline(started, 0)) as deadline:
-                while True:
-                    message = await receive()
-                    if message["type"] != "http.request":
-                        break  # the client left (or gunicorn gave up on an idle body)
-                    chunk = message.get("body", b"")
-                    received += len(chunk)
-                    if received > limits.max_size:
-                        await _refuse(send, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, _too_large(limits))
-                        break
-                    spool.write(chunk)
-                    if not message.get("more_body", False):
-                        spool.seek(0)
-                        return spool
-                    deadline.reschedule(limits.deadline(started, received))
-        except TimeoutError:
-            await _refuse(send, HTTPStatus.REQUEST_TIMEOUT, _too_slow(limits))
-    except BaseException:
-        spool.close()
-        raise
-    spool.close()
-    return None
-
-
-async def _drain(receive: Receive, limits: BodyLimits) -> None:
-    """Read and drop up to `limits.drain` bytes of a refused body, at the body's minimum rate,
-    so that a client still sending reads the answer rather than a reset connection."""
-    loop = asyncio.get_running_loop()
-    started, received = loop.time(), 0
-    while received <= limits.drain:
-        try:
-            message = await asyncio.wait_for(
-                receive(), max(0.0, limits.deadline(started, received) - loop.time())
-            )
-        except TimeoutError:
-            return
-        if message["type"] != "http.request" or not message.get("more_body", False):
-            return
-        received += len(message.get("body", b""))
-
-
-def _too_large(limits: BodyLimits) -> tuple[str, dict[str, object]]:
-    return (
-        f"A request body may carry at most {limits.max_size} bytes.",
-        {"max_request_size": limits.max_size},
-    )
-
-
-def _too_slow(limits: BodyLimits) -> tuple[str, dict[str, object]]:
-    return (
-        f"The request body arrived slower than {limits.min_rate:g} bytes per second "
-        f"(after the first {limits.grace:g} seconds); the connection is closed.",
-        {},
-    )
-
-
-async def _refuse(send: Send, status: HTTPStatus, what: tuple[str, dict[str, object]]) -> None:
-    message, extra = what
-    body = error_body(status, message, **extra)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": int(status),
-            "headers": [
-                (b"Content-Type", b"application/json"),
-                (b"Content-Length", str(len(body)).encode()),
-                (b"Connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -1,5 +1,6 @@
 """The API's one error body for what the web server answers itself, before Django sees the
-request: a head it cannot parse or past its limits, a body too slow or too large."""
+request: a head it cannot parse or past its limits, a body too slow or too large, an upload
+without credentials, a full spool budget."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 
 CODES = {
     400: "invalid_request",
+    401: "not_authenticated",
     403: "permission_denied",
     408: "request_timeout",
     413: "request_too_large",
@@ -15,6 +17,7 @@ CODES = {
     431: "request_header_fields_too_large",
     500: "internal_error",
     501: "not_implemented",
+    503: "service_unavailable",
 }
 
 

@@ -28,6 +28,9 @@ class Protocol(ASGIProtocol):  # type: ignore[misc]  # gunicorn ships no type hi
     head_timeout: float = 10.0
 
     _head_timer: asyncio.TimerHandle | None = None
+    #: The response being written carries `Connection: close` (an answer the server wrote
+    #: itself, whose body may be unread): no further request is served on the connection.
+    _response_closes = False
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -42,6 +45,23 @@ class Protocol(ASGIProtocol):  # type: ignore[misc]  # gunicorn ships no type hi
     def _on_headers_complete(self) -> Any:
         self._cancel_head_timer()
         return super()._on_headers_complete()
+
+    async def _serve_http_request(self, request: Any, sockname: Any, peername: Any) -> bool:
+        self._response_closes = False
+        keepalive: bool = await super()._serve_http_request(request, sockname, peername)
+        return keepalive and not self._response_closes
+
+    def _send_response_start(
+        self, status: int, headers: Any, request: Any, close: bool = False
+    ) -> None:
+        # gunicorn decides keep-alive from the request alone and writes the application's
+        # `Connection` header as it is; a response that says close must end the connection.
+        for name, value in headers:
+            name_bytes = name if isinstance(name, bytes) else name.encode("latin-1")
+            value_bytes = value if isinstance(value, bytes) else value.encode("latin-1")
+            if name_bytes.lower() == b"connection" and b"close" in value_bytes.lower():
+                self._response_closes = True
+        super()._send_response_start(status, headers, request, close=close)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()

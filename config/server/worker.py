@@ -12,7 +12,9 @@ from typing import Any
 
 from gunicorn.workers import gasgi
 
-from config.server.bridge import BodyLimits, WsgiBridge
+from config.server.body import BodyLimits, SpoolBudget
+from config.server.bridge import WsgiBridge
+from config.server.heads import BodyRoutes
 from config.server.protocol import Protocol
 
 # The asyncio worker builds each connection's protocol from this module-level name; there is no
@@ -50,9 +52,15 @@ class Worker(gasgi.ASGIWorker):  # type: ignore[misc]  # gunicorn ships no type 
             max_size=int(settings.MAX_REQUEST_BODY_SIZE),
             drain=int(settings.MAX_UPLOAD_FILE_SIZE),
             spool_dir=settings.FILE_UPLOAD_TEMP_DIR,
+            default_size=int(settings.MAX_REQUEST_BODY_SIZE_DEFAULT),
         )
         self.bridge = WsgiBridge(
-            self.asgi, threads=self.cfg.threads, limits=limits, send_timeout=self.cfg.timeout
+            self.asgi,
+            threads=self.cfg.threads,
+            limits=limits,
+            routes=BodyRoutes(settings.UPLOAD_URL_NAMES, settings.SESSION_COOKIE_NAME),
+            budget=SpoolBudget(int(settings.REQUEST_SPOOL_BUDGET)),
+            send_timeout=self.cfg.timeout,
         )
         self.asgi = self.bridge
 

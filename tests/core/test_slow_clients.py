@@ -166,7 +166,7 @@ def test_a_body_slower_than_the_minimum_rate_is_refused_and_one_too_large_is_nev
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(
             b"POST /api/submissions/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            b"Content-Type: multipart/form-data; boundary=x\r\n"
+            b"Authorization: Bearer x\r\nContent-Type: multipart/form-data; boundary=x\r\n"
             b"Content-Length: %d\r\n\r\n" % declared
         )
         answer = read_all(sock, 30)

@@ -88,7 +88,7 @@ def test_platform_files_are_invisible(grade: Grade, tmp_path: Path) -> None:
     paths = [
         str(ROOT),
         str(ROOT / "manage.py"),
-        str(ROOT / "config" / "settings.py"),
+        str(ROOT / "config" / "settings" / "base.py"),
         str(database),
         str(settings.MEDIA_ROOT),
         str(Path(sys.prefix) / "bin" / "python"),

@@ -1,58 +1,18 @@
-"""Yoyaku settings.
-
-Every value is read once from the environment (django-environ). Every SPEC parameter is a
-Django setting of the same name with the SPEC's default, overridable by an environment variable
-of that name. Numbers accept fractions so tests and demos can shrink time.
-"""
+"""Deployment, applications, database, authentication, static files, request limits and the
+REST framework."""
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-import django_stubs_ext
-import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from apps.core.api.converters import PATH_CONVERTER_SCHEMAS
+from config.settings.environment import ROOT, env, env_number
 
-# Lets generic classes (ModelAdmin[Model], QuerySet[Model]) be subscripted at run time.
-django_stubs_ext.monkeypatch()
-
-BASE_DIR = Path(__file__).resolve().parent.parent
-
-env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
-
-
-def env_number(name: str, default: float) -> int | float:
-    """A number from the environment: an int when integral, else a float ("0.05" is fine)."""
-    raw = env.str(name, default=str(default))
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from exc
-    return int(value) if value.is_integer() else value
-
-
-def env_mapping(name: str, default: str) -> dict[str, float]:
-    """`small=1,medium=2,large=4` -> {"small": 1, "medium": 2, "large": 4}."""
-    result: dict[str, float] = {}
-    for item in env.str(name, default=default).split(","):
-        if not item.strip():
-            continue
-        key, _, value = item.partition("=")
-        try:
-            number = float(value)
-        except ValueError as exc:
-            raise ImproperlyConfigured(f"{name}: bad entry {item!r}") from exc
-        result[key.strip()] = int(number) if number.is_integer() else number
-    return result
-
+BASE_DIR = ROOT
 
 # --- Deployment -------------------------------------------------------------------------------
 DEBUG = env.bool("DEBUG", default=False)
@@ -265,8 +225,9 @@ MAX_REQUEST_HEADER_SIZE = int(env_number("MAX_REQUEST_HEADER_SIZE", 8190))
 FILE_UPLOAD_TEMP_DIR = env.str("FILE_UPLOAD_TEMP_DIR", default="") or None
 # Slow clients (config/server): a request head must be complete within REQUEST_HEADER_TIMEOUT
 # seconds; a body must average REQUEST_BODY_MIN_RATE bytes/s after its first
-# REQUEST_BODY_TIMEOUT seconds and carry at most MAX_REQUEST_BODY_SIZE bytes (default: the
-# largest upload request the API accepts, with its form fields and part headers).
+# REQUEST_BODY_TIMEOUT seconds and carry at most MAX_REQUEST_BODY_SIZE bytes on an upload route
+# (default: the largest upload request the API accepts, with its form fields and part headers),
+# MAX_REQUEST_BODY_SIZE_DEFAULT elsewhere.
 REQUEST_HEADER_TIMEOUT = env_number("REQUEST_HEADER_TIMEOUT", 10)
 REQUEST_BODY_TIMEOUT = env_number("REQUEST_BODY_TIMEOUT", 10)
 REQUEST_BODY_MIN_RATE = env_number("REQUEST_BODY_MIN_RATE", 1024)
@@ -325,193 +286,3 @@ SPECTACULAR_SETTINGS = {
     # Path parameters carry the pattern of the path converter that checks them.
     "PATH_CONVERTER_OVERRIDES": PATH_CONVERTER_SCHEMAS,
 }
-
-# --- Task queue (django-q2) -------------------------------------------------------------------
-REDIS_URL = env.str("REDIS_URL", default="")
-
-# --- Quotas and jobs (SPEC §3) ----------------------------------------------------------------
-QUOTA_MAX_CONCURRENT_JOBS = int(env_number("QUOTA_MAX_CONCURRENT_JOBS", 5))
-QUOTA_MAX_JOBS_PER_DAY = int(env_number("QUOTA_MAX_JOBS_PER_DAY", 100))
-_cost_limit = env.str("QUOTA_MONTHLY_COST_LIMIT", default="")
-QUOTA_MONTHLY_COST_LIMIT: float | None = float(_cost_limit) if _cost_limit else None
-RESOURCE_CLASS_COSTS = env_mapping("RESOURCE_CLASS_COSTS", "small=1,medium=2,large=4")
-DEFAULT_RESOURCE_CLASS = env.str("DEFAULT_RESOURCE_CLASS", default="medium")
-# Most extra concurrent-job slots a `quota.boost` may grant (per call, and in total per user).
-QUOTA_MAX_BOOST = int(env_number("QUOTA_MAX_BOOST", 100))
-QUOTA_RESERVATION_TTL = env_number("QUOTA_RESERVATION_TTL", 300)
-QUOTA_RESERVATION_MAX_TTL = env_number("QUOTA_RESERVATION_MAX_TTL", 3600)
-IDEMPOTENCY_KEY_TTL_HOURS = env_number("IDEMPOTENCY_KEY_TTL_HOURS", 24)
-IDEMPOTENCY_LOCK_TIMEOUT = env_number("IDEMPOTENCY_LOCK_TIMEOUT", 60)
-# Bytes of submission files (drafts and sealed) a user may keep; a QuotaPolicy row overrides.
-QUOTA_MAX_STORAGE_BYTES = int(env_number("QUOTA_MAX_STORAGE_BYTES", 10 * 1024**3))
-
-# --- Submissions (SPEC §4) --------------------------------------------------------------------
-MAX_UPLOAD_FILE_SIZE = int(env_number("MAX_UPLOAD_FILE_SIZE", 104857600))
-ALLOWED_UPLOAD_EXTENSIONS = env.list(
-    "ALLOWED_UPLOAD_EXTENSIONS", default=[".py", ".yaml", ".zip", ".tar.gz"]
-)
-MAX_FILES_PER_SUBMISSION = int(env_number("MAX_FILES_PER_SUBMISSION", 100))
-# Bytes of files one POST /api/submissions/ (bulk mode) may carry: larger sets go file by file.
-MAX_SUBMISSION_REQUEST_SIZE = int(env_number("MAX_SUBMISSION_REQUEST_SIZE", 1024**3))
-MAX_REQUEST_BODY_SIZE = int(
-    env_number(
-        "MAX_REQUEST_BODY_SIZE",
-        max(MAX_SUBMISSION_REQUEST_SIZE, MAX_UPLOAD_FILE_SIZE)
-        + DATA_UPLOAD_MAX_MEMORY_SIZE
-        + 64 * 1024,
-    )
-)
-SUBMISSION_DRAFT_TTL_DAYS = env_number("SUBMISSION_DRAFT_TTL_DAYS", 7)
-# Stored uploads no file row names (a web process killed between storing and committing) are
-# deleted by the `orphan_files` cleanup once this old: longer than any upload takes.
-STORED_ORPHAN_GRACE_MINUTES = env_number("STORED_ORPHAN_GRACE_MINUTES", 60)
-
-# --- Grading and review (SPEC §5) -------------------------------------------------------------
-GRADER = env.str("GRADER", default="apps.grading.grader.SandboxGrader")
-GRADING_TIMEOUT = env_number("GRADING_TIMEOUT", 600)
-GRADING_MAX_ATTEMPTS = int(env_number("GRADING_MAX_ATTEMPTS", 3))
-GRADING_MEMORY_LIMIT = int(env_number("GRADING_MEMORY_LIMIT", 1073741824))
-GRADING_MAX_OUTPUT = int(env_number("GRADING_MAX_OUTPUT", 1048576))
-GRADING_MAX_UNPACKED_SIZE = int(env_number("GRADING_MAX_UNPACKED_SIZE", 1073741824))
-MAX_ARCHIVE_MEMBERS = int(env_number("MAX_ARCHIVE_MEMBERS", 10000))
-# Isolation (SPEC §10): the sandbox's interpreter (never the platform's), extra read-only folders
-# (a grading virtualenv), and the one way to grade without bubblewrap when DEBUG is off.
-GRADING_PYTHON = env.str("GRADING_PYTHON", default="/usr/bin/python3")
-GRADING_READONLY_PATHS = env.list("GRADING_READONLY_PATHS", default=[])
-GRADING_ALLOW_UNSANDBOXED = env.bool("GRADING_ALLOW_UNSANDBOXED", default=False)
-# The sandbox's writable space (working folder + /tmp, a RAM-backed tmpfs; the submission's
-# files count against it), tasks (threads included) and open files.
-GRADING_SCRATCH_SIZE = int(env_number("GRADING_SCRATCH_SIZE", 2147483648))
-GRADING_MAX_PROCESSES = int(env_number("GRADING_MAX_PROCESSES", 64))
-GRADING_MAX_OPEN_FILES = int(env_number("GRADING_MAX_OPEN_FILES", 256))
-_score_min = env.str("GRADING_SCORE_MIN", default="")
-_score_max = env.str("GRADING_SCORE_MAX", default="")
-GRADING_SCORE_MIN: float | None = float(_score_min) if _score_min else None
-GRADING_SCORE_MAX: float | None = float(_score_max) if _score_max else None
-REVIEW_CLAIM_TTL = env_number("REVIEW_CLAIM_TTL", 900)
-# Off: the leaderboard API and page need authentication like everything else (SPEC §10).
-LEADERBOARD_PUBLIC = env.bool("LEADERBOARD_PUBLIC", default=True)
-
-# --- Schedule (SPEC §6) -----------------------------------------------------------------------
-BOOKING_PLAN_WATCH_INTERVAL = env_number("BOOKING_PLAN_WATCH_INTERVAL", 10000)  # ms
-PRESET_EXECUTION_TIME = env_number("PRESET_EXECUTION_TIME", 5)  # min
-MINIMUM_LIFE_TERM = env_number("MINIMUM_LIFE_TERM", 3)  # min
-EXECUTION_GUARD_TIME = env_number("EXECUTION_GUARD_TIME", 30)  # s
-EXECUTION_DELAY_GUARD_TIME = env_number("EXECUTION_DELAY_GUARD_TIME", 60)  # min
-BIRTH_DELAY_LIMIT_TIME = env_number("BIRTH_DELAY_LIMIT_TIME", 3)  # min
-DEATH_RETRY_INTERVAL = env_number("DEATH_RETRY_INTERVAL", 1)  # min
-SCHEDULE_HISTORY_DURATION_DAYS = env_number("SCHEDULE_HISTORY_DURATION_DAYS", 1)
-TIMEDOUT_QUEUE_MAX_SIZE = int(env_number("TIMEDOUT_QUEUE_MAX_SIZE", 256))
-EXECUTION_RETRY_CODES = [
-    int(code)
-    for code in env.list("EXECUTION_RETRY_CODES", default=["500", "502", "503", "504", "599"])
-]
-# Lives not yet Dead/Stillbirth a user may hold (429 too_many_lives beyond).
-SCHEDULE_MAX_LIVES_PER_USER = int(env_number("SCHEDULE_MAX_LIVES_PER_USER", 1000))
-# Days a Life holding a `resource_id` may span, birth to death (400 invalid_schedule beyond):
-# no booking can keep a resource from everyone else for longer.
-SCHEDULE_MAX_TERM = env_number("SCHEDULE_MAX_TERM", 30)
-# Hard limit (s) on one action attempt, connect to last byte read, whatever its timeouts say:
-# one user's slow receivers can hold a plan thread no longer than this per attempt.
-SCHEDULE_ACTION_MAX_SECONDS = env_number("SCHEDULE_ACTION_MAX_SECONDS", 30)
-SCHEDULE_TIMEZONE = env.str("SCHEDULE_TIMEZONE", default=TIME_ZONE)
-SCHEDULE_WEBHOOK_BASE_URL = env.str("SCHEDULE_WEBHOOK_BASE_URL", default="http://127.0.0.1:8000")
-SCHEDULE_WEBHOOK_ALLOWED_HOSTS = env.list("SCHEDULE_WEBHOOK_ALLOWED_HOSTS", default=[])
-SCHEDULE_WEBHOOK_SECRET = env.str("SCHEDULE_WEBHOOK_SECRET", default="")
-if not SCHEDULE_WEBHOOK_SECRET:
-    if not DEBUG:
-        raise ImproperlyConfigured("SCHEDULE_WEBHOOK_SECRET is required when DEBUG is off.")
-    # base64 of "yoyaku-development-webhook-secret": a Standard Webhooks secret for DEBUG only.
-    SCHEDULE_WEBHOOK_SECRET = "whsec_eW95YWt1LWRldmVsb3BtZW50LXdlYmhvb2stc2VjcmV0"  # noqa: S105
-
-# django-q2: `retry` must exceed `timeout`, which must exceed the longest task's own limit
-# (grading), or the broker re-delivers a task that is still running.
-Q_TIMEOUT = int(env_number("Q_TIMEOUT", max(GRADING_TIMEOUT + 60, 120)))
-Q_CLUSTER: dict[str, Any] = {
-    "name": "yoyaku",
-    "workers": int(env_number("Q_WORKERS", 2)),
-    "timeout": Q_TIMEOUT,
-    "retry": int(env_number("Q_RETRY", Q_TIMEOUT + 60)),
-    "max_attempts": int(env_number("Q_MAX_ATTEMPTS", 10)),
-    # Successful results are not stored: writing and trimming them halves throughput and nothing
-    # reads them. Failures are kept for operators (admin: Failed tasks).
-    "save_limit": -1,
-    "ack_failures": True,
-    "catch_up": False,
-    "poll": env_number("Q_POLL", 0.2),
-    "label": "Task queue",
-}
-if REDIS_URL:
-    Q_CLUSTER["redis"] = REDIS_URL
-else:
-    Q_CLUSTER["orm"] = "default"
-
-# --- Logging ----------------------------------------------------------------------------------
-# `plain` (default, for `make run`) or `json`: one JSON object per line (python-json-logger)
-# with time, level, logger, message, request_id, user_id and the job / submission / life /
-# plan ids the line is about (apps/core/logcontext.py puts them on every record).
-LOG_FORMAT = env.str("LOG_FORMAT", default="plain")
-if LOG_FORMAT not in ("plain", "json"):
-    raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}")
-# One access line per request (logger `yoyaku.request`) with its status and duration.
-LOG_REQUESTS = env.bool("LOG_REQUESTS", default=True)
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "filters": {"context": {"()": "apps.core.logcontext.ContextFilter"}},
-    "formatters": {
-        # One line per record: control characters from requests are written escaped.
-        "plain": {
-            "class": "apps.core.logcontext.PlainFormatter",
-            "format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s",
-        },
-        "json": {"()": "apps.core.logcontext.JsonFormatter"},
-    },
-    "handlers": {
-        "console": {
-            "class": "logging.StreamHandler",
-            "formatter": LOG_FORMAT,
-            "filters": ["context"],
-        }
-    },
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {
-        # Django's own handlers (a plain console copy with DEBUG on; mail to ADMINS, which is
-        # empty) are dropped: its lines reach the one handler of the root logger.
-        "django": {"handlers": [], "propagate": True},
-        "django.db.backends": {"level": "INFO"},
-        # runserver's own lines go through the one handler (JSON with LOG_FORMAT=json). A
-        # request's access line is yoyaku.request's, so runserver's is kept only for warnings
-        # and errors, unless LOG_REQUESTS is off.
-        "django.server": {
-            "handlers": ["console"],
-            "level": "WARNING" if LOG_REQUESTS else "INFO",
-            "propagate": False,
-        },
-    },
-}
-
-# --- Metrics (SPEC §10) -----------------------------------------------------------------------
-# GET /metrics (Prometheus text format) needs `Authorization: Bearer <METRICS_TOKEN>`; without a
-# token it is open only with DEBUG on. METRICS_ENABLED=false turns every metric into a no-op
-# and /metrics into a 404 (the benchmark's "metrics off").
-METRICS_ENABLED = env.bool("METRICS_ENABLED", default=True)
-METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
-# prometheus-client's multiprocess mode: every process (gunicorn workers, qcluster workers,
-# watchers) writes its samples to files in this folder and /metrics sums them. prometheus-client
-# reads the variable itself, before the first metric exists, so the default is put in the
-# environment here (inherited by child processes). Wipe it with `manage.py metrics_clean`
-# before the processes of a host start (docs/observability.md).
-PROMETHEUS_MULTIPROC_DIR = env.str(
-    "PROMETHEUS_MULTIPROC_DIR",
-    default=str(
-        Path(tempfile.gettempdir())
-        / f"yoyaku-metrics-{hashlib.sha256(str(BASE_DIR).encode()).hexdigest()[:12]}"
-    ),
-)
-os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
-Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
-
-# --- Web pages --------------------------------------------------------------------------------
-PAGES_RETRY_BASE_DELAY_MS = int(env_number("PAGES_RETRY_BASE_DELAY_MS", 500))
-PAGES_POLL_INTERVAL_MS = int(env_number("PAGES_POLL_INTERVAL_MS", 2000))

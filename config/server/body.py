@@ -1,0 +1,223 @@
+"""Reading a request body on the event loop, within its limits.
+
+A body is read into a spooled temporary file (memory up to `SPOOL_MEMORY`, then disk) while
+the client sends it, so a client trickling a body holds a coroutine and a socket, never a
+thread. It must keep an average of `min_rate` bytes per second after `grace` seconds (408
+`request_timeout` otherwise) and stay within the limit its route allows (`BodyLimits`; refused
+from `Content-Length` before a byte is read when it declares more). Every byte held counts
+against the worker's `SpoolBudget` until the request ends: past it, 503 `service_unavailable`
+with `Retry-After`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import threading
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import IO, Any
+
+from config.server.errors import error_body
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+#: Body bytes kept in memory before the spool moves to a file on disk.
+SPOOL_MEMORY = 1024 * 1024
+#: Seconds a client refused for a full spool budget is asked to wait.
+BUSY_RETRY_AFTER = 5
+
+
+@dataclass(frozen=True)
+class BodyLimits:
+    """How a request body must arrive (settings REQUEST_BODY_*, MAX_REQUEST_BODY_SIZE*)."""
+
+    grace: float  # seconds before the minimum rate applies
+    min_rate: float  # bytes per second, on average since the body started
+    max_size: int  # bytes, on the upload routes with a credential
+    drain: int  # bytes of a refused body read (and dropped) so the client reads the answer
+    spool_dir: str | None = None
+    default_size: int = 4 * 1024 * 1024  # bytes, everywhere else
+
+    def deadline(self, started: float, received: int) -> float:
+        """When the next byte is due: the rate allows `received` bytes by this time."""
+        return started + self.grace + received / self.min_rate
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An answer the server writes itself, in the API's error body; the connection closes."""
+
+    status: HTTPStatus
+    message: str
+    extra: Mapping[str, object] = field(default_factory=dict)
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
+class SpoolBudget:
+    """Bytes of request bodies one worker holds at once, in memory or on disk
+    (`REQUEST_SPOOL_BUDGET`). A body is charged as its bytes arrive and released when its
+    request ends, so holding the budget costs an attacker the bytes themselves."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.held = 0
+        self._lock = threading.Lock()  # released from the pool threads, charged on the loop
+
+    def available(self) -> int:
+        with self._lock:
+            return self.total - self.held
+
+    def charge(self, size: int) -> bool:
+        with self._lock:
+            if self.held + size > self.total:
+                return False
+            self.held += size
+            return True
+
+    def release(self, size: int) -> None:
+        with self._lock:
+            self.held -= size
+
+
+class ChargedSpool(tempfile.SpooledTemporaryFile[bytes]):
+    """A body's spool that gives its bytes back to the budget when closed."""
+
+    def __init__(self, budget: SpoolBudget, spool_dir: str | None) -> None:
+        super().__init__(SPOOL_MEMORY, dir=spool_dir)
+        self._budget = budget
+        self._charged = 0
+
+    def charge(self, size: int) -> bool:
+        if not self._budget.charge(size):
+            return False
+        self._charged += size
+        return True
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            charged, self._charged = self._charged, 0
+            if charged:
+                self._budget.release(charged)
+
+
+def too_large(limit: int) -> Refusal:
+    return Refusal(
+        HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+        f"A request body may carry at most {limit} bytes.",
+        {"max_request_size": limit},
+    )
+
+
+def busy() -> Refusal:
+    return Refusal(
+        HTTPStatus.SERVICE_UNAVAILABLE,
+        "The server is receiving too many request bodies at once; retry later.",
+        headers=((b"Retry-After", str(BUSY_RETRY_AFTER).encode()),),
+    )
+
+
+def _too_slow(limits: BodyLimits) -> Refusal:
+    return Refusal(
+        HTTPStatus.REQUEST_TIMEOUT,
+        f"The request body arrived slower than {limits.min_rate:g} bytes per second "
+        f"(after the first {limits.grace:g} seconds); the connection is closed.",
+    )
+
+
+def declared_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return int(value)  # gunicorn's parser accepted only digits, and only one
+    return None
+
+
+async def read_body(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    limits: BodyLimits,
+    *,
+    limit: int,
+    over_limit: Refusal,
+    budget: SpoolBudget,
+) -> IO[bytes] | None:
+    """The whole body in a spooled file charged to `budget`, or None when the client left or
+    was answered. Nothing is read before the declared length is checked against `limit` and
+    the budget, so a client waiting for `100 Continue` gets the refusal instead."""
+    declared = declared_length(scope)
+    if declared is not None and (declared > limit or declared > budget.available()):
+        await refuse(send, over_limit if declared > limit else busy())
+        await _drain(receive, limits, min(limits.drain, limit))
+        return None
+    loop = asyncio.get_running_loop()
+    spool = ChargedSpool(budget, limits.spool_dir)
+    started, received = loop.time(), 0
+    try:
+        try:
+            # One timeout for the whole body, moved on as bytes arrive (no task per chunk).
+            async with asyncio.timeout_at(limits.deadline(started, 0)) as deadline:
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        break  # the client left (or gunicorn gave up on an idle body)
+                    chunk = message.get("body", b"")
+                    received += len(chunk)
+                    if received > limit:
+                        await refuse(send, over_limit)
+                        break
+                    if not spool.charge(len(chunk)):
+                        await refuse(send, busy())
+                        break
+                    spool.write(chunk)
+                    if not message.get("more_body", False):
+                        spool.seek(0)
+                        return spool
+                    deadline.reschedule(limits.deadline(started, received))
+        except TimeoutError:
+            await refuse(send, _too_slow(limits))
+    except BaseException:
+        spool.close()
+        raise
+    spool.close()
+    return None
+
+
+async def _drain(receive: Receive, limits: BodyLimits, size: int) -> None:
+    """Read and drop up to `size` bytes of a refused body, at the body's minimum rate, so that
+    a client still sending reads the answer rather than a reset connection."""
+    loop = asyncio.get_running_loop()
+    started, received = loop.time(), 0
+    while received <= size:
+        try:
+            message = await asyncio.wait_for(
+                receive(), max(0.0, limits.deadline(started, received) - loop.time())
+            )
+        except TimeoutError:
+            return
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+        received += len(message.get("body", b""))
+
+
+async def refuse(send: Send, refusal: Refusal) -> None:
+    body = error_body(refusal.status, refusal.message, **refusal.extra)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": int(refusal.status),
+            "headers": [
+                (b"Content-Type", b"application/json"),
+                (b"Content-Length", str(len(body)).encode()),
+                (b"Connection", b"close"),
+                *refusal.headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})
