@@ -12,12 +12,12 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from apps.grading.grader import GradingResult
-from apps.grading.models import GradingAttempt, GradingOutcome
 from apps.grading.leases import (
     grading_lease_acquire,
     grading_lease_seconds,
     grading_result_record,
 )
+from apps.grading.models import GradingAttempt, GradingOutcome
 from apps.grading.queueing import grading_reap_expired
 from apps.grading.tasks import grade_job
 from apps.jobs.models import Job, JobStatus
