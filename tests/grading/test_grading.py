@@ -165,6 +165,10 @@ def test_expired_lease_is_taken_over_and_counted(user: User) -> None:
     assert submission.attempts == 2
     assert submission.lease_token == second.token
     assert GradingAttempt.objects.get(lease_token=first.token).outcome == GradingOutcome.ABANDONED
+    # Each lease carries the attempt it counts, on the take and on the take-over alike.
+    assert (first.attempt, second.attempt) == (1, 2)
+    numbers = GradingAttempt.objects.order_by("number").values_list("lease_token", "number")
+    assert list(numbers) == [(first.token, 1), (second.token, 2)]
 
 
 def test_max_attempts_ends_in_failed_with_reason(user: User, settings: Any) -> None:
