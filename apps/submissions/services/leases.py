@@ -1,6 +1,6 @@
 """The grading lease of a submission: the only code that writes `lease_token`,
-`lease_expires_at` and `attempts` (`tests/submissions/test_lease_writers.py` holds every other
-module of the apps that may write a submission to it).
+`lease_expires_at` and `attempts` (`tests/test_lease_writers.py` holds every other module of
+the apps that may write a submission to it).
 
 A grading worker holds a submission while it grades it: a random token and an expiry, renewed
 while the worker lives, and an attempt count that bounds retries (GRADING_MAX_ATTEMPTS). The
