@@ -75,7 +75,7 @@ def main() -> int:
         from apps.quotas.selectors import month_start
         from apps.quotas.services import quota_policy_lock
         from apps.submissions.models import Submission, SubmissionFile
-        from apps.submissions.services import submission_seal_ready
+        from apps.submissions.services.transitions import submission_seal_ready
 
         call_command("migrate", verbosity=0)
         user = User.objects.create(username="bench")

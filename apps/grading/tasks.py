@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from apps.grading.services import grading_reap_expired, grading_run
+from apps.grading.queueing import grading_reap_expired
+from apps.grading.services import grading_run
 
 
 def grade_job(job_id: str) -> str:

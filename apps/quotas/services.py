@@ -4,9 +4,9 @@ Every decision that counts a user's slots (reserve a slot, admit a job, store by
 inside a transaction that first locks the user's `QuotaPolicy` row (`quota_policy_lock`). On
 PostgreSQL that is a row lock; on SQLite the IMMEDIATE transaction already holds the database's
 write lock. The decisions themselves live with what they count: slots (jobs and reservations)
-in `apps.jobs.admission`, stored bytes in `apps.submissions.services.storage_admit`. This app
-does not depend on either. Freeing a slot (release, job finished) needs no policy lock: it only
-lowers the count.
+in `apps.jobs.admission`, stored bytes in `apps.submissions.services.storage.storage_admit`.
+This app does not depend on either. Freeing a slot (release, job finished) needs no policy
+lock: it only lowers the count.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from apps.submissions.models import Submission, SubmissionFile
-from apps.submissions.services import submission_delete, submission_draft_delete
+from apps.submissions.services.storage import submission_delete, submission_draft_delete
 
 
 @admin.display(description="download")

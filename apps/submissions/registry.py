@@ -4,7 +4,7 @@ cleanup kinds `drafts` and `orphan_files`."""
 from __future__ import annotations
 
 from apps.core.cleanup import register_cleanup
-from apps.submissions.services import stored_orphans_cleanup, submission_drafts_cleanup
+from apps.submissions.services.storage import stored_orphans_cleanup, submission_drafts_cleanup
 
 register_cleanup(
     "drafts",

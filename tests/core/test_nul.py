@@ -22,7 +22,8 @@ from apps.schedule.exceptions import InvalidSchedule, UnknownTopic
 from apps.schedule.task_runs import topic_call_check
 from apps.submissions.exceptions import InvalidFilename
 from apps.submissions.models import SubmissionStatus
-from apps.submissions.services import submission_create, submission_seal_ready
+from apps.submissions.services.drafts import submission_create
+from apps.submissions.services.transitions import submission_seal_ready
 from apps.submissions.validation import validate_filename
 from tests.factories.submissions import make_stored_submission
 from tests.factories.users import make_user

@@ -12,7 +12,7 @@ from django.db import connection
 import apps.jobs.selectors
 import apps.jobs.services.idempotency
 import apps.quotas.services
-import apps.submissions.services  # noqa: F401
+import apps.submissions.services.transitions  # noqa: F401
 from apps.core.sql import SqlStatement
 from apps.jobs.models import IdempotencyKey, Job
 

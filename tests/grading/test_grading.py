@@ -12,18 +12,17 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from apps.grading.grader import GradingResult
-from apps.grading.models import GradingAttempt, GradingOutcome
-from apps.grading.services import (
+from apps.grading.leases import (
     grading_lease_acquire,
     grading_lease_seconds,
-    grading_reap_expired,
     grading_result_record,
 )
+from apps.grading.models import GradingAttempt, GradingOutcome
+from apps.grading.queueing import grading_reap_expired
 from apps.grading.tasks import grade_job
 from apps.jobs.models import Job, JobStatus
-from apps.jobs.services import job_transition
+from apps.jobs.services import job_cancel
 from apps.submissions.models import Submission, SubmissionStatus
-from apps.submissions.services import submission_transition
 from tests.concurrency import run_concurrently
 from tests.factories.jobs import make_job
 from tests.factories.submissions import make_stored_submission
@@ -166,6 +165,10 @@ def test_expired_lease_is_taken_over_and_counted(user: User) -> None:
     assert submission.attempts == 2
     assert submission.lease_token == second.token
     assert GradingAttempt.objects.get(lease_token=first.token).outcome == GradingOutcome.ABANDONED
+    # Each lease carries the attempt it counts, on the take and on the take-over alike.
+    assert (first.attempt, second.attempt) == (1, 2)
+    numbers = GradingAttempt.objects.order_by("number").values_list("lease_token", "number")
+    assert list(numbers) == [(first.token, 1), (second.token, 2)]
 
 
 def test_max_attempts_ends_in_failed_with_reason(user: User, settings: Any) -> None:
@@ -196,16 +199,8 @@ def test_cancel_during_grading_makes_the_worker_lose_its_write(user: User) -> No
     job = make_job(submission)
     lease = grading_lease_acquire(job_id=job.pk)
     assert lease is not None
-    # What the jobs API's cancel does: job → cancelled, submission → failed, lease cleared.
-    job.refresh_from_db()
-    job_transition(job=job, to=JobStatus.CANCELLED)
-    submission_transition(
-        submission=_fresh(submission),
-        to=SubmissionStatus.FAILED,
-        status_reason="cancelled",
-        lease_token="",
-        lease_expires_at=None,
-    )
+    # The jobs API's cancel: job → cancelled, submission → failed, lease cleared.
+    job_cancel(job_id=job.pk)
 
     assert not grading_result_record(lease=lease, result=GradingResult("completed", score=1))
 

@@ -11,12 +11,12 @@ from django.contrib.auth.models import User
 
 from apps.core.exceptions import InvalidTransition
 from apps.grading.grader import GradingResult
-from apps.grading.models import GRADING_ATTEMPT_TRANSITIONS, GradingAttempt, GradingOutcome
-from apps.grading.services import (
+from apps.grading.leases import (
     grading_lease_acquire,
     grading_lease_give_back,
     grading_result_record,
 )
+from apps.grading.models import GRADING_ATTEMPT_TRANSITIONS, GradingAttempt, GradingOutcome
 from tests.factories.jobs import make_job
 from tests.factories.submissions import make_stored_submission
 

@@ -103,14 +103,13 @@ def test_cancel_fails_the_submission_clears_its_lease_and_is_repeatable(
     submission = make_submission(owner=user)
     job_id = submit({"submission_id": submission.pk}).json()["job_id"]
     # A grading worker holds the submission.
-    from apps.submissions.services import submission_transition
+    from apps.submissions.services.leases import submission_lease_take
 
     submission.refresh_from_db()
-    submission_transition(
+    assert submission_lease_take(
         submission=submission,
-        to=SubmissionStatus.PROCESSING,
-        lease_token="a" * 32,
-        lease_expires_at=timezone.now() + dt.timedelta(minutes=5),
+        token="a" * 32,
+        expires_at=timezone.now() + dt.timedelta(minutes=5),
     )
     job_transition(job=Job.objects.get(pk=job_id), to=JobStatus.RUNNING)
 

@@ -11,7 +11,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
-from apps.submissions.services import submission_transition
+from apps.submissions.services.transitions import submission_transition
 from tests.submissions.conftest import (
     add_file,
     create_submission,

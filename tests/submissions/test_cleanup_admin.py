@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from apps.submissions.exceptions import FileTooLarge
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
-from apps.submissions.services import submission_transition
+from apps.submissions.services.transitions import submission_transition
 from apps.submissions.uploads import SubmissionUploadHandler
 from tests.submissions.conftest import add_file, create_submission
 

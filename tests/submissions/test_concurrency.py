@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
 from apps.submissions.selectors import submission_get
-from apps.submissions.services import submission_transition
+from apps.submissions.services.transitions import submission_transition
 from tests.concurrency import run_concurrently
 from tests.submissions.conftest import add_file, create_submission
 

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from apps.submissions.exceptions import DuplicateFilename
 from apps.submissions.models import SubmissionFile, filename_fold
-from apps.submissions.services import submission_create, submission_file_add
+from apps.submissions.services.drafts import submission_create, submission_file_add
 from tests.concurrency import run_concurrently
 from tests.factories.submissions import make_submission
 from tests.submissions.conftest import add_file, create_submission

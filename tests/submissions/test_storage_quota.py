@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from apps.quotas.models import QuotaPolicy
 from apps.submissions.models import Submission, SubmissionFile
-from apps.submissions.services import submission_draft_delete
+from apps.submissions.services.storage import submission_draft_delete
 from tests.concurrency import run_concurrently
 from tests.factories.tokens import make_token
 from tests.submissions.conftest import add_file, create_submission

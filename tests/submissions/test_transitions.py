@@ -8,11 +8,8 @@ from django.contrib.auth.models import User
 
 from apps.core.exceptions import InvalidTransition
 from apps.submissions.models import SUBMISSION_TRANSITIONS, Submission, SubmissionStatus
-from apps.submissions.services import (
-    submission_seal_ready,
-    submission_transition,
-    submission_transition_where,
-)
+from apps.submissions.services.leases import submission_lease_end
+from apps.submissions.services.transitions import submission_seal_ready, submission_transition
 from tests.concurrency import run_concurrently
 from tests.factories.submissions import make_submission
 
@@ -45,15 +42,24 @@ def test_an_illegal_move_raises_invalid_transition_and_leaves_the_row(user: User
 
 
 @pytest.mark.django_db
+def test_a_transition_writes_score_and_reason_only_when_given(user: User) -> None:
+    submission = make_submission(owner=user, status=S.REVIEW_PENDING)
+    submission_transition(submission=submission, to=S.COMPLETED, status_reason="approved")
+    row = Submission.objects.get(pk=submission.pk)
+    assert (row.status, row.score, row.status_reason) == (S.COMPLETED, None, "approved")
+
+    submission_transition(submission=row, to=S.PENDING, score=2.5)
+
+    row = Submission.objects.get(pk=submission.pk)
+    assert (row.status, row.score, row.status_reason) == (S.PENDING, 2.5, "approved")
+
+
+@pytest.mark.django_db
 def test_a_conditional_move_that_no_longer_matches_writes_nothing(user: User) -> None:
     submission = make_submission(owner=user, status=S.PROCESSING, lease_token="mine")
 
-    moved = submission_transition_where(
-        submission_id=submission.pk,
-        old=S.PROCESSING,
-        to=S.COMPLETED,
-        where={"lease_token": "someone-else"},
-        score=5.0,
+    moved = submission_lease_end(
+        submission_id=submission.pk, token="someone-else", to=S.COMPLETED, score=5.0
     )
 
     assert moved is False
@@ -63,14 +69,13 @@ def test_a_conditional_move_that_no_longer_matches_writes_nothing(user: User) ->
 
 @pytest.mark.django_db
 def test_a_conditional_move_the_table_forbids_raises_before_writing(user: User) -> None:
-    submission = make_submission(owner=user, status=S.PENDING)
+    submission = make_submission(owner=user, status=S.PROCESSING, lease_token="mine")
 
     with pytest.raises(InvalidTransition):
-        submission_transition_where(
-            submission_id=submission.pk, old=S.PENDING, to=S.COMPLETED, where={}
-        )
+        submission_lease_end(submission_id=submission.pk, token="mine", to=S.PENDING)
 
-    assert Submission.objects.get(pk=submission.pk).status == S.PENDING
+    row = Submission.objects.get(pk=submission.pk)
+    assert (row.status, row.lease_token) == (S.PROCESSING, "mine")
 
 
 @pytest.mark.django_db

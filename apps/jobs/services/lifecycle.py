@@ -20,9 +20,9 @@ from apps.core.exceptions import InvalidTransition
 from apps.jobs.metrics import job_finished
 from apps.jobs.models import FINISHED_JOB_STATUSES, JOB_TRANSITIONS, Job, JobStatus
 from apps.jobs.selectors import job_get
-from apps.submissions.models import IN_FLIGHT_STATUSES, SubmissionStatus
+from apps.submissions.models import IN_FLIGHT_STATUSES
 from apps.submissions.selectors import submission_get
-from apps.submissions.services import submission_transition
+from apps.submissions.services.leases import submission_lease_cancel
 
 
 def job_transition(*, job: Job, to: JobStatus, **fields: Any) -> Job:
@@ -90,11 +90,5 @@ def job_cancel(*, job_id: str, user: AbstractBaseUser | None = None) -> Job:
             )
         job_transition(job=job, to=JobStatus.CANCELLED, error="cancelled")
         if submission.status in IN_FLIGHT_STATUSES:
-            submission_transition(
-                submission=submission,
-                to=SubmissionStatus.FAILED,
-                status_reason="job cancelled",
-                lease_token="",
-                lease_expires_at=None,
-            )
+            submission_lease_cancel(submission=submission, reason="job cancelled")
     return job

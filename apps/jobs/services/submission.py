@@ -30,7 +30,7 @@ from apps.jobs.services.idempotency import (
 )
 from apps.submissions.models import Submission, SubmissionStatus
 from apps.submissions.selectors import submission_get, submission_missing_files
-from apps.submissions.services import submission_seal_ready, submission_transition
+from apps.submissions.services.transitions import submission_seal_ready, submission_transition
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 from apps.core.cleanup import CleanupReport
 from apps.core.exceptions import InvalidRequest, InvalidTransition
 from apps.core.validation import contains_nul
-from apps.grading.services import grading_enqueue
+from apps.grading.queueing import grading_enqueue
 from apps.jobs.admission import job_admit
 from apps.jobs.models import Job
 from apps.jobs.selectors import job_latest
@@ -37,7 +37,8 @@ from apps.review.models import ReviewClaim, ReviewRecord, ReviewVerdict
 from apps.review.selectors import review_entered_at
 from apps.submissions.models import SUBMISSION_TRANSITIONS, Submission, SubmissionStatus
 from apps.submissions.selectors import submission_get
-from apps.submissions.services import submission_transition
+from apps.submissions.services.leases import submission_lease_reset
+from apps.submissions.services.transitions import submission_transition
 
 logger = logging.getLogger(__name__)
 
@@ -256,10 +257,12 @@ def review_complete(
         ).delete()
         if consumed == 0:
             raise NotClaimHolder()
-        fields: dict[str, Any] = {"status_reason": f"Reviewed by {user.get_username()}: {verdict}."}
-        if verdict == ReviewVerdict.APPROVE and score is not None:
-            fields["score"] = score
-        submission_transition(submission=submission, to=target, **fields)
+        submission_transition(
+            submission=submission,
+            to=target,
+            score=score if verdict == ReviewVerdict.APPROVE else None,
+            status_reason=f"Reviewed by {user.get_username()}: {verdict}.",
+        )
         record = ReviewRecord.objects.create(
             submission=submission,
             reviewer_id=_user_id(user),
@@ -305,15 +308,8 @@ def submission_regrade(
             submission = submission_get(submission_id=submission_id, for_update=True)
             _refuse_own(submission, user, allow_own=allow_own)
             previous = job_latest(submission_id=submission.pk)
-            submission_transition(
-                submission=submission,
-                to=SubmissionStatus.PENDING,
-                score=None,
-                completed_at=None,
-                status_reason=f"Regrade requested by {user.get_username()}.",
-                lease_token="",
-                lease_expires_at=None,
-                attempts=0,
+            submission_lease_reset(
+                submission=submission, reason=f"Regrade requested by {user.get_username()}."
             )
             job = job_admit(
                 user=submission.owner,

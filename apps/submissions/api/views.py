@@ -34,7 +34,7 @@ from apps.submissions.selectors import (
     submission_get,
     submission_list_with_files,
 )
-from apps.submissions.services import (
+from apps.submissions.services.drafts import (
     submission_assert_open_for_upload,
     submission_create,
     submission_file_add,
