@@ -38,6 +38,7 @@ from apps.schedule.models import (
     PlanKind,
     PlanState,
 )
+from apps.schedule.selectors import BOOKING_TOKEN_GONE, plan_authority_live
 from apps.schedule.selfcalls import (
     ATTEMPT_HEADER,
     SelfCall,
@@ -258,6 +259,9 @@ def _request(plan: Plan, life: Life) -> Outcome:
         target = resolve_target(str(action["path"]))
     except TargetRefused as exc:
         return Outcome(None, f"refused: {exc}", 0.0, "")
+    if target.relative and not plan_authority_live(plan=plan):
+        # Not sent: the platform would refuse the self-call anyway (`authentication`).
+        return Outcome(None, f"refused: {BOOKING_TOKEN_GONE}", 0.0, "")
     payload, action_headers = _body_text(action)
     body = payload.encode()
     sent_at = timezone.now()

@@ -22,10 +22,17 @@ from apps.core.handlers import error_body
 from apps.core.models import ApiToken
 from apps.core.scopes import Scope, call_scope, scopes_require
 from apps.schedule.api.serializers import HeaderBookingOutputSerializer
+from apps.schedule.models import Plan
 from apps.schedule.services import life_book_request, parse_schedule_header
 
 HEADERS = ("X-Schedule-Datetime", "X-Xaas-Schedule-Datetime")
 EXEMPT_PREFIXES = ("/api/schedules/", "/api/schema/", "/api/docs/")
+
+
+def _booking_token_id(auth: object) -> str | None:
+    if isinstance(auth, ApiToken):
+        return str(auth.pk)
+    return auth.life.booking_token_id if isinstance(auth, Plan) else None
 
 
 class HeaderBookingMiddleware:
@@ -83,6 +90,7 @@ class HeaderBookingMiddleware:
                 full_path=request.get_full_path(),
                 body=request.body,
                 content_type=request.META.get("CONTENT_TYPE", "") if request.body else "",
+                booking_token_id=_booking_token_id(drf_request.auth),
             )
         except DomainError as error:
             return JsonResponse(

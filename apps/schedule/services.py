@@ -165,9 +165,13 @@ def life_book(
     user: AbstractBaseUser,
     spec: LifeSpec,
     life_uuid: str | None = None,
+    booking_token_id: str | None = None,
     now: dt.datetime | None = None,
 ) -> BookResult:
     """Book a Life and its plans (Standby).
+
+    `booking_token_id` is the API token the booking was made with (None: a session or a
+    password); the Life's birth is refused once that token is revoked or expired.
 
     Idempotent on `life_uuid`: the same owner and the same booking returns the existing Life
     (`created=False`); anything else under that uuid raises LifeExists. Then raises
@@ -221,6 +225,7 @@ def life_book(
                 guard_start=guard_start,
                 guard_end=guard_end,
                 fingerprint=fingerprint,
+                booking_token_id=booking_token_id,
             )
             _plan_create(
                 life=life, kind=PlanKind.BIRTH, time=spec.birth_time, action=spec.birth_action
@@ -256,9 +261,11 @@ def life_book_request(
     full_path: str,
     body: bytes,
     content_type: str,
+    booking_token_id: str | None = None,
     now: dt.datetime | None = None,
 ) -> Life:
-    """Book a point Life whose birth replays one API request as `user` at `at`.
+    """Book a point Life whose birth replays one API request as `user` at `at` (made with
+    the API token `booking_token_id`, None for a session or a password).
 
     Raises InvalidSchedule (bad time, a body that is not UTF-8 text), TooLate.
     """
@@ -281,7 +288,7 @@ def life_book_request(
         },
     }
     spec = life_spec_build(data)
-    return life_book(user=user, spec=spec, now=now).life
+    return life_book(user=user, spec=spec, booking_token_id=booking_token_id, now=now).life
 
 
 def plan_set_state(*, plan: Plan, to: str, **fields: Any) -> Plan:
@@ -315,9 +322,17 @@ PATCHABLE = {"term", "birth_time", "death_time", "birth", "death", "birth_action
 
 
 def life_change(
-    *, user: AbstractBaseUser, life_uuid: str, data: dict[str, Any], now: dt.datetime | None = None
+    *,
+    user: AbstractBaseUser,
+    life_uuid: str,
+    data: dict[str, Any],
+    booking_token_id: str | None = None,
+    now: dt.datetime | None = None,
 ) -> Life:
     """Change a Life's times and/or actions (PATCH), re-running every booking rule.
+
+    The change is made with the API token `booking_token_id` (None: a session or a password),
+    which from now on carries the Life, as if it had been booked with it.
 
     Only plans that have not started (Standby, Preset) may change; a Preset plan's claim is
     released (it goes back to Standby, so its old timer can never fire it). Raises
@@ -403,6 +418,7 @@ def life_change(
                 guard_start=guard_start,
                 guard_end=guard_end,
                 fingerprint=spec.fingerprint(),
+                booking_token_id=booking_token_id,
                 updated_at=timezone.now(),
             )
     except IntegrityError as exc:
