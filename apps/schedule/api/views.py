@@ -133,10 +133,6 @@ class LifeDetailApi(ApiView):
     )
     def patch(self, request: Request, life_uuid: str) -> Response:
         data = self.body(LifeChangeInputSerializer)
-        # Fields that cannot change (schedule_type, resource_id, ...) are refused by the
-        # service by name, never silently dropped.
-        if isinstance(request.data, dict):
-            data.update({k: v for k, v in request.data.items() if k not in data})
         _actions_scope_require(self, data)
         life_change(
             user=self.user,
