@@ -23,7 +23,7 @@ from apps.core.models import ApiToken
 from apps.core.scopes import Scope, call_scope, scopes_require
 from apps.schedule.api.serializers import HeaderBookingOutputSerializer
 from apps.schedule.models import Plan
-from apps.schedule.services import life_book_request, parse_schedule_header
+from apps.schedule.services.booking import life_book_request, parse_schedule_header
 
 HEADERS = ("X-Schedule-Datetime", "X-Xaas-Schedule-Datetime")
 EXEMPT_PREFIXES = ("/api/schedules/", "/api/schema/", "/api/docs/")

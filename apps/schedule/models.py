@@ -53,7 +53,7 @@ LIFE_TRANSITIONS: TransitionTable[str] = TransitionTable(
 # term Life's death now), Running -> Standby (a retry scheduled `retry_interval` /
 # `DEATH_RETRY_INTERVAL` later) and Failed -> Standby (an operator's retry). Every path still
 # ends in Done, Failed, Invalidated or Cancelled. Every writer of `Plan.state` goes through this
-# table (`schedule.services.plan_set_state` / `plans_set_state`).
+# table (`schedule.services.plans.plan_set_state` / `plans_set_state`).
 PLAN_TRANSITIONS: TransitionTable[str] = TransitionTable(
     "Plan",
     {

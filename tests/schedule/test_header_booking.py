@@ -16,7 +16,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.quotas.models import Reservation
-from apps.schedule.execution import plan_claim, plan_execute
+from apps.schedule.execution.claims import plan_claim
+from apps.schedule.execution.executor import plan_execute
 from apps.schedule.models import Life, LifeState, Plan, PlanState
 from apps.schedule.selfcalls import SelfCall, self_call_headers
 from tests.schedule.conftest import at

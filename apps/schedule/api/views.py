@@ -26,7 +26,8 @@ from apps.schedule.authentication import LIFE_HEADER
 from apps.schedule.booking import life_spec_build
 from apps.schedule.exceptions import InvalidSchedule
 from apps.schedule.models import Plan
-from apps.schedule.services import life_book, life_cancel, life_change
+from apps.schedule.services.booking import life_book
+from apps.schedule.services.lives import life_cancel, life_change
 from apps.schedule.task_runs import task_run_create
 from apps.schedule.topics import topic_get
 
