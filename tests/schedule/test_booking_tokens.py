@@ -192,3 +192,24 @@ def test_a_born_term_lifes_death_still_runs_after_its_token_is_revoked(user: Use
     assert death.state == PlanState.DONE
     assert death.attempts.get().status_code == HTTPStatus.OK
     assert Life.objects.get(life_uuid=life_uuid).state == LifeState.DEAD
+
+
+def test_a_change_binds_the_life_to_the_credential_that_made_it(user: User) -> None:
+    """A PATCH re-authorises the Life: made with a token, the Life lives and dies with that
+    token; made by the owner's session, it carries no token any more."""
+    first, first_id = token_client(user)
+    second, second_id = token_client(user)
+    body = {
+        "schedule_type": "point",
+        "birth_time": at(30),
+        "birth_action": {"path": "/api/me/", "method": "GET"},
+    }
+    life_uuid = first.post("/api/schedules/", body, format="json").json()["life_uuid"]
+    assert Life.objects.get(life_uuid=life_uuid).booking_token_id == first_id
+    url = f"/api/schedules/{life_uuid}/"
+    assert second.patch(url, {"birth_time": at(40)}, format="json").status_code == HTTPStatus.OK
+    assert Life.objects.get(life_uuid=life_uuid).booking_token_id == second_id
+    session = APIClient()
+    session.force_login(user)
+    assert session.patch(url, {"birth_time": at(50)}, format="json").status_code == HTTPStatus.OK
+    assert Life.objects.get(life_uuid=life_uuid).booking_token_id is None
