@@ -204,7 +204,7 @@ def _run(
     from django_q.models import Schedule
 
     from apps.schedule.booking import life_spec_build
-    from apps.schedule.services import life_book
+    from apps.schedule.services.booking import life_book
 
     user = User.objects.create(username="bench")
     url = f"http://{host}"
@@ -313,7 +313,7 @@ def _tick_time(user: Any, history: int) -> float:
     from django.utils import timezone
 
     from apps.core.models_utils import new_hex_id
-    from apps.schedule.execution import plan_claim, plan_invalidate_late, plan_leases_renew
+    from apps.schedule.execution.claims import plan_claim, plan_invalidate_late, plan_leases_renew
     from apps.schedule.models import Life, LifeState, Plan, PlanState
 
     have = Life.objects.filter(state=LifeState.DEAD, resource_id="history").count()

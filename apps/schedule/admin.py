@@ -10,7 +10,8 @@ from django.http import HttpRequest
 
 from apps.core.exceptions import DomainError
 from apps.schedule.models import Life, Plan, PlanAttempt, PlanState, ScheduleResource, TaskRun
-from apps.schedule.services import life_cancel, plan_retry
+from apps.schedule.services.lives import life_cancel
+from apps.schedule.services.plans import plan_retry
 
 
 class PlanInline(admin.TabularInline[Plan, Life]):

@@ -3,10 +3,12 @@
 A request carrying `X-Schedule-Life-UUID` must carry a self-call signature (`selfcalls`: the
 derived self-call key over method, path with query, body, Life, plan and attempt) with a
 timestamp within five minutes, name a Life whose plan (`X-Schedule-Plan`) is Running right now
-with that `webhook-id` and that attempt (`X-Schedule-Attempt`), and not have been used before
-(recorded once in `ConsumedSignature`). Then the request runs as the Life's owner, with the
-owner's permissions checked by the view as usual. A receiver's Standard Webhooks headers,
-replayed here, are refused: they are signed with another key over other content.
+with that `webhook-id` and that attempt (`X-Schedule-Attempt`), whose authority is still
+live (a birth booked with an API token: that token neither revoked nor expired), and not have
+been used before (recorded once in `ConsumedSignature`). Then the request runs as the Life's
+owner, with the owner's permissions checked by the view as usual. A receiver's Standard
+Webhooks headers, replayed here, are refused: they are signed with another key over other
+content.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
 from apps.schedule.models import Plan, PlanState
+from apps.schedule.selectors import BOOKING_TOKEN_GONE, plan_authority_live
 from apps.schedule.selfcalls import (
     ATTEMPT_HEADER,
     SelfCall,
@@ -86,6 +89,8 @@ class ScheduleWebhookAuthentication(BaseAuthentication):
         owner = plan.life.owner
         if not owner.is_active:
             raise exceptions.AuthenticationFailed("The Life's owner is inactive.")
+        if not plan_authority_live(plan=plan):
+            raise exceptions.AuthenticationFailed(f"Refused: {BOOKING_TOKEN_GONE}.")
         try:
             signature_consume(plan=plan, attempt=call.attempt, signature=signature)
         except SignatureReplayed as exc:

@@ -27,7 +27,7 @@ from functools import partial
 
 from django.db import close_old_connections, connections
 
-from apps.schedule.execution import plan_run, plans_start
+from apps.schedule.execution.executor import plan_run, plans_start
 from apps.schedule.models import Plan
 
 logger = logging.getLogger(__name__)

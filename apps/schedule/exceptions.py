@@ -45,3 +45,9 @@ class TooManyLives(DomainError):
     code = "too_many_lives"
     http_status = HTTPStatus.TOO_MANY_REQUESTS
     default_message = "Too many Lives that are not finished yet."
+
+
+class ScheduledRequestTooLarge(DomainError):
+    code = "request_too_large"
+    http_status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    default_message = "A scheduled request body is at most 10 MB."

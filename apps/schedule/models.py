@@ -53,7 +53,7 @@ LIFE_TRANSITIONS: TransitionTable[str] = TransitionTable(
 # term Life's death now), Running -> Standby (a retry scheduled `retry_interval` /
 # `DEATH_RETRY_INTERVAL` later) and Failed -> Standby (an operator's retry). Every path still
 # ends in Done, Failed, Invalidated or Cancelled. Every writer of `Plan.state` goes through this
-# table (`schedule.services.plan_set_state` / `plans_set_state`).
+# table (`schedule.services.plans.plan_set_state` / `plans_set_state`).
 PLAN_TRANSITIONS: TransitionTable[str] = TransitionTable(
     "Plan",
     {
@@ -102,6 +102,12 @@ class Life(models.Model):
     guard_start = models.DateTimeField()
     guard_end = models.DateTimeField()
     fingerprint = models.CharField(max_length=64, help_text="sha256 of the normalized booking.")
+    # The id (not secret) of the API token that booked or last changed the Life; NULL for a
+    # session or a password. Not a foreign key: revoking deletes the token's row, and its Life
+    # must then be refused at birth (the executor), never fall back to NULL's meaning.
+    booking_token_id = models.CharField(  # noqa: DJ001 - NULL: booked without a token
+        max_length=32, null=True, blank=True, editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

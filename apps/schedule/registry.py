@@ -18,7 +18,7 @@ from apps.core.services import heartbeats_purge
 from apps.schedule import topics  # noqa: F401 - registers the task topics
 from apps.schedule.selectors import WATCHER_HEARTBEAT_PREFIX
 from apps.schedule.selfcalls import consumed_signatures_purge
-from apps.schedule.services import life_history_purge
+from apps.schedule.services.lives import life_history_purge
 from apps.schedule.watcher import HEARTBEAT_NAME
 
 

@@ -7,8 +7,22 @@ import datetime as dt
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Prefetch, QuerySet
 
-from apps.core.selectors import heartbeats_named, owned_get
-from apps.schedule.models import LIVING_STATES, Life, Plan, PlanAttempt, PlanState
+from apps.core.selectors import heartbeats_named, owned_get, token_live
+from apps.schedule.models import LIVING_STATES, Life, Plan, PlanAttempt, PlanKind, PlanState
+
+#: Why a birth booked with an API token is refused once that token stops authenticating.
+BOOKING_TOKEN_GONE = "the API token that booked this Life was revoked or has expired"  # noqa: S105
+
+
+def plan_authority_live(*, plan: Plan, now: dt.datetime | None = None) -> bool:
+    """Whether `plan` may still act as its Life's owner: a birth booked (or last changed) with
+    an API token only while that token still authenticates (not revoked, not expired, its user
+    active); a session's booking and every death always. A death still runs: it ends what its
+    birth began (`quota.restore` after `quota.boost`), and its birth ran under a live token."""
+    token_id = plan.life.booking_token_id
+    if token_id is None or plan.kind != PlanKind.BIRTH:
+        return True
+    return token_live(token_id=token_id, now=now)
 
 
 def life_list(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from apps.schedule.batch import plan_execute_batch
-from apps.schedule.execution import plan_execute as plan_execute_service
-from apps.schedule.execution import plans_fire_due
+from apps.schedule.execution.executor import plan_execute as plan_execute_service
+from apps.schedule.execution.executor import plans_fire_due
 from apps.schedule.task_runs import task_run_execute
 
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from apps.core.queue import PLAN_EXECUTE, PLAN_EXECUTE_MANY, enqueue
 from apps.core.services import heartbeat_beat, heartbeat_forget
-from apps.schedule.execution import (
+from apps.schedule.execution.claims import (
     ArmedPlan,
     plan_claim,
     plan_claims_release,
@@ -30,7 +30,7 @@ from apps.schedule.execution import (
 )
 from apps.schedule.models import Plan, PlanState
 from apps.schedule.selectors import WATCHER_HEARTBEAT, WATCHER_HEARTBEAT_PREFIX
-from apps.schedule.services import life_history_purge
+from apps.schedule.services.lives import life_history_purge
 
 logger = logging.getLogger(__name__)
 HEARTBEAT_NAME = WATCHER_HEARTBEAT

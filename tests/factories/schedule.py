@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from apps.schedule.booking import life_spec_build
 from apps.schedule.models import Life
-from apps.schedule.services import life_book
+from apps.schedule.services.booking import life_book
 
 
 def book(user: User, data: dict[str, Any], *, life_uuid: str | None = None) -> Life:

@@ -247,6 +247,51 @@ def test_patch_revalidates_excluding_itself(user_client: APIClient) -> None:
     assert other.status_code == HTTPStatus.BAD_REQUEST
 
 
+def test_patch_refuses_every_field_it_cannot_change_and_changes_nothing(
+    user_client: APIClient, other_user: Any
+) -> None:
+    uuid = user_client.post(URL, point_body(when=at(60)), format="json").json()["life_uuid"]
+    before = Life.objects.get(life_uuid=uuid)
+    sneaky = {"birth_time": at(90), "owner": other_user.pk, "state": "Dead", "resource_id": "r"}
+    response = user_client.patch(f"{URL}{uuid}/", sneaky, format="json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    body = response.json()
+    assert body["code"] == "invalid_schedule"
+    assert set(body["fields"]) == {"owner", "state", "resource_id"}
+    after = Life.objects.get(life_uuid=uuid)
+    assert (after.owner_id, after.state, after.resource_id, after.birth_time) == (
+        before.owner_id,
+        before.state,
+        before.resource_id,
+        before.birth_time,
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"birth": "GET /api/me/"}, "birth"),
+        ({"birth_action": {"path": "/api/me/", "method": "BREW"}}, "birth_action"),
+        ({"term": {"birth_time": ["2030-01-01"]}}, "term"),
+        (
+            {"birth_action": {"path": "/api/me/", "method": "GET", "retry_count": 10**6}},
+            "birth_action",
+        ),
+    ],
+)
+def test_patch_validates_every_field_it_takes(
+    user_client: APIClient, change: dict[str, Any], field: str
+) -> None:
+    uuid = user_client.post(URL, point_body(when=at(60)), format="json").json()["life_uuid"]
+    before = Plan.objects.get(life__life_uuid=uuid)
+    response = user_client.patch(f"{URL}{uuid}/", change, format="json")
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert response.json()["code"] == "invalid_schedule"
+    assert field in response.json()["fields"]
+    after = Plan.objects.get(life__life_uuid=uuid)
+    assert (after.action, after.time) == (before.action, before.time)
+
+
 def test_patch_of_a_started_plan_is_refused(user_client: APIClient) -> None:
     uuid = user_client.post(URL, term_body(), format="json").json()["life_uuid"]
     Plan.objects.filter(life__life_uuid=uuid, kind="birth").update(state=PlanState.DONE)

@@ -14,7 +14,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.schedule.batch import plan_execute_batch
-from apps.schedule.execution import plan_claim, plan_execute
+from apps.schedule.execution.claims import plan_claim
+from apps.schedule.execution.executor import plan_execute
 from apps.schedule.models import Life, LifeState, Plan, PlanAttempt, PlanState
 from tests.concurrency import run_concurrently
 from tests.factories.schedule import book_point

@@ -19,9 +19,11 @@ from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook
 
 from apps.schedule.batch import plan_execute_batch
-from apps.schedule.execution import plan_claim, plan_execute, plan_invalidate_late
+from apps.schedule.execution.claims import plan_claim, plan_invalidate_late
+from apps.schedule.execution.executor import plan_execute
 from apps.schedule.models import Life, LifeState, Plan, PlanKind, PlanState
-from apps.schedule.services import life_cancel, life_change, plan_retry
+from apps.schedule.services.lives import life_cancel, life_change
+from apps.schedule.services.plans import plan_retry
 from tests.factories.schedule import book_point, book_term
 from tests.schedule.conftest import Receiver
 
@@ -352,7 +354,7 @@ def test_a_plan_abandoned_mid_attempt_is_delivered_again_by_the_fallback_pass(
     """A worker started a plan (Running) and was killed before recording its attempt; the Redis
     broker never redelivers. Once the attempt is certainly over, the every-minute pass hands
     the plan to a worker again, which finishes it; before that it leaves it alone."""
-    from apps.schedule.execution import plans_fire_due, plans_start
+    from apps.schedule.execution.executor import plans_fire_due, plans_start
 
     life = book_point(user, url=f"{receiver.url}/hook", request_timeout=5)
     plan = birth_of(life)

@@ -16,7 +16,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.quotas.models import Reservation
-from apps.schedule.execution import plan_claim, plan_execute
+from apps.schedule.execution.claims import plan_claim
+from apps.schedule.execution.executor import plan_execute
 from apps.schedule.models import Life, LifeState, Plan, PlanState
 from apps.schedule.selfcalls import SelfCall, self_call_headers
 from tests.schedule.conftest import at
@@ -204,4 +205,40 @@ def test_a_header_booking_whose_content_type_cannot_be_replayed_is_refused(
     )
     assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
     assert response.json()["code"] == "invalid_schedule"
+    assert not Life.objects.exists()
+
+
+@pytest.mark.django_db
+def test_header_booking_errors_are_the_one_error_body(
+    user_client: APIClient, api_client: APIClient
+) -> None:
+    bad_time = user_client.get("/api/me/", HTTP_X_SCHEDULE_DATETIME="tomorrow").json()
+    assert bad_time["success"] is False
+    assert bad_time["code"] == "invalid_schedule"
+    assert bad_time["error"]
+    assert "X-Schedule-Datetime" in bad_time["fields"]
+    api_client.credentials(HTTP_AUTHORIZATION="Bearer nope")
+    bad_token = api_client.get("/api/me/", HTTP_X_SCHEDULE_DATETIME=at(10))
+    assert bad_token.status_code == HTTPStatus.UNAUTHORIZED
+    assert bad_token.json()["success"] is False
+    assert bad_token.json()["code"] == "authentication_failed"
+    assert bad_token.headers["WWW-Authenticate"]
+
+
+@pytest.mark.django_db
+def test_an_oversized_scheduled_body_is_a_413(user_client: APIClient, settings: Any) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = user_client.post(
+        RESERVATIONS, {"pad": "x" * 2000}, format="json", HTTP_X_SCHEDULE_DATETIME=at(10)
+    )
+    assert response.status_code == HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    assert response.json()["code"] == "request_too_large"
+    assert not Life.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_anonymous_request_to_an_open_view_runs_now_unbooked(api_client: APIClient) -> None:
+    response = api_client.get("/api/", HTTP_X_SCHEDULE_DATETIME=at(10))
+    assert response.status_code == HTTPStatus.OK
+    assert "life_uuid" not in response.json()
     assert not Life.objects.exists()

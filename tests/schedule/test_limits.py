@@ -21,9 +21,9 @@ from rest_framework.test import APIClient
 from apps.schedule.batch import plan_execute_batch
 from apps.schedule.booking import life_spec_build
 from apps.schedule.exceptions import TooManyLives
-from apps.schedule.execution import plan_claim
+from apps.schedule.execution.claims import plan_claim
 from apps.schedule.models import Life, LifeState, PlanKind
-from apps.schedule.services import life_book
+from apps.schedule.services.booking import life_book
 from tests.concurrency import run_concurrently
 from tests.factories.schedule import book_point
 from tests.schedule.conftest import Received, Receiver, at, point_body

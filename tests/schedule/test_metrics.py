@@ -15,7 +15,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.core.queue import task_broker
-from apps.schedule.execution import plan_claim, plan_execute, plan_invalidate_late
+from apps.schedule.execution.claims import plan_claim, plan_invalidate_late
+from apps.schedule.execution.executor import plan_execute
 from apps.schedule.models import Life, Plan, PlanKind, PlanState
 from tests.factories.schedule import book_point, book_term
 from tests.metrics import deltas, scrape

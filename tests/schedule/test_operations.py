@@ -16,7 +16,7 @@ from django.test import Client
 from django_q.models import Schedule
 
 from apps.schedule.models import Life, LifeState, Plan, PlanState
-from apps.schedule.services import life_cancel
+from apps.schedule.services.lives import life_cancel
 from apps.schedule.tasks import watcher_pass_periodic
 from tests.factories.schedule import book_point, book_term
 from tests.schedule.conftest import Receiver

@@ -15,7 +15,8 @@ from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from apps.schedule.execution import plan_claim, plan_execute
+from apps.schedule.execution.claims import plan_claim
+from apps.schedule.execution.executor import plan_execute
 from apps.schedule.models import PlanKind
 from tests.factories.schedule import book_point
 from tests.schedule.conftest import Receiver

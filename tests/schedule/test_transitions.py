@@ -11,7 +11,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from apps.core.exceptions import InvalidTransition
-from apps.schedule.execution import plan_claim, plan_claims_release, plans_start
+from apps.schedule.execution.claims import plan_claim, plan_claims_release
+from apps.schedule.execution.executor import plans_start
 from apps.schedule.models import (
     PLAN_TRANSITIONS,
     TASK_RUN_TRANSITIONS,
@@ -22,9 +23,9 @@ from apps.schedule.models import (
     PlanState,
     TaskRun,
 )
-from apps.schedule.services import (
+from apps.schedule.services.lives import life_cancel
+from apps.schedule.services.plans import (
     lease_seconds,
-    life_cancel,
     life_set_state,
     plan_set_state,
     plans_set_state,

@@ -247,7 +247,7 @@ def test_a_plan_whose_task_the_broker_lost_is_armed_again_by_its_living_watcher(
     arming can start it."""
     from django_q.brokers import get_broker
 
-    from apps.schedule.execution import plan_execute
+    from apps.schedule.execution.executor import plan_execute
 
     life = book_point(user, url=f"{receiver.url}/hook", in_seconds=1)
     plan = life.plans.get()

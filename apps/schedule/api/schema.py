@@ -5,14 +5,10 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiResponse
 
 from apps.core.api.schema import error_response, operation_responses_register
+from apps.schedule.api.header import HEADERS, header_booking_applies
 from apps.schedule.api.serializers import HeaderBookingOutputSerializer
-from apps.schedule.middleware import EXEMPT_PREFIXES, HEADERS
 
 _HEADERS = " or ".join(f"`{name}`" for name in HEADERS)
-
-
-def header_booking_applies(path: str) -> bool:
-    return path.startswith("/api/") and not path.startswith(EXEMPT_PREFIXES)
 
 
 def header_booking_document() -> None:

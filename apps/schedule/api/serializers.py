@@ -103,7 +103,9 @@ class LifeCreateInputSerializer(serializers.Serializer[Any]):
 
 
 class LifeChangeInputSerializer(serializers.Serializer[Any]):
-    # Only times and actions change: the service refuses any other field by name.
+    """Only times and actions change: any other field (`schedule_type`, `resource_id`,
+    `owner`, ...) is refused by name (400 `invalid_schedule`), never silently dropped."""
+
     refuses_unknown_fields = True
 
     term = TermSerializer(required=False)
@@ -113,6 +115,15 @@ class LifeChangeInputSerializer(serializers.Serializer[Any]):
     death = ActionSerializer(required=False)
     birth_action = ActionSerializer(required=False)
     death_action = ActionSerializer(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        sent = self.initial_data if isinstance(self.initial_data, dict) else {}
+        unknown = sorted(set(sent) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {name: ["This field cannot be changed."] for name in unknown}
+            )
+        return attrs
 
 
 class LifeListFilterSerializer(serializers.Serializer[Any]):

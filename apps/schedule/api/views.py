@@ -26,7 +26,8 @@ from apps.schedule.authentication import LIFE_HEADER
 from apps.schedule.booking import life_spec_build
 from apps.schedule.exceptions import InvalidSchedule
 from apps.schedule.models import Plan
-from apps.schedule.services import life_book, life_cancel, life_change
+from apps.schedule.services.booking import life_book
+from apps.schedule.services.lives import life_cancel, life_change
 from apps.schedule.task_runs import task_run_create
 from apps.schedule.topics import topic_get
 
@@ -45,6 +46,16 @@ def _actions_scope_require(view: ApiView, data: dict[str, Any]) -> None:
                 path=str(action.get("path") or ""),
                 body=action.get("body"),
             )
+
+
+def booking_token_id(view: ApiView) -> str | None:
+    """The API token a booking or change made through `view` carries: the request's own, or
+    for the platform's self-call the token that booked the calling Life (a Life booked by a
+    Life stays bound to the first token). None for a session or a password."""
+    if view.token is not None:
+        return str(view.token.pk)
+    auth = view.request.auth
+    return auth.life.booking_token_id if isinstance(auth, Plan) else None
 
 
 class LifeListCreateApi(ApiView):
@@ -82,7 +93,12 @@ class LifeListCreateApi(ApiView):
         data = self.body(LifeCreateInputSerializer)
         spec = life_spec_build(data)
         _actions_scope_require(self, {"birth": spec.birth_action, "death": spec.death_action})
-        result = life_book(user=self.user, spec=spec, life_uuid=data.get("life_uuid"))
+        result = life_book(
+            user=self.user,
+            spec=spec,
+            life_uuid=data.get("life_uuid"),
+            booking_token_id=booking_token_id(self),
+        )
         life = selectors.life_detail(life_uuid=result.life.life_uuid, user=self.user)
         status = HTTPStatus.CREATED if result.created else HTTPStatus.OK
         return self.respond(LifeDetailOutputSerializer, life, status=status)
@@ -118,12 +134,13 @@ class LifeDetailApi(ApiView):
     )
     def patch(self, request: Request, life_uuid: str) -> Response:
         data = self.body(LifeChangeInputSerializer)
-        # Fields that cannot change (schedule_type, resource_id, ...) are refused by the
-        # service by name, never silently dropped.
-        if isinstance(request.data, dict):
-            data.update({k: v for k, v in request.data.items() if k not in data})
         _actions_scope_require(self, data)
-        life_change(user=self.user, life_uuid=life_uuid, data=data)
+        life_change(
+            user=self.user,
+            life_uuid=life_uuid,
+            data=data,
+            booking_token_id=booking_token_id(self),
+        )
         life = selectors.life_detail(life_uuid=life_uuid, user=self.user)
         return self.respond(LifeDetailOutputSerializer, life)
 
