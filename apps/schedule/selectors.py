@@ -9,20 +9,24 @@ from django.db.models import Prefetch, QuerySet
 
 from apps.core.selectors import heartbeats_named, owned_get, token_live
 from apps.schedule.models import LIVING_STATES, Life, Plan, PlanAttempt, PlanKind, PlanState
+from apps.schedule.task_runs import life_death_undoes_birth
 
 #: Why a birth booked with an API token is refused once that token stops authenticating.
 BOOKING_TOKEN_GONE = "the API token that booked this Life was revoked or has expired"  # noqa: S105
 
 
 def plan_authority_live(*, plan: Plan, now: dt.datetime | None = None) -> bool:
-    """Whether `plan` may still act as its Life's owner: a birth booked (or last changed) with
-    an API token only while that token still authenticates (not revoked, not expired, its user
-    active); a session's booking and every death always. A death still runs: it ends what its
-    birth began (`quota.restore` after `quota.boost`), and its birth ran under a live token."""
-    token_id = plan.life.booking_token_id
-    if token_id is None or plan.kind != PlanKind.BIRTH:
+    """Whether `plan` may still act as its Life's owner. A Life booked (or last changed) with an
+    API token acts only while that token still authenticates (not revoked, not expired, its
+    user active), whatever its target; a session's booking always. One death still runs after
+    the token is gone: the one that undoes what its birth granted (`quota.restore` after
+    `quota.boost`, paired at booking), so a grant made under a live token always ends."""
+    life = plan.life
+    if life.booking_token_id is None or token_live(token_id=life.booking_token_id, now=now):
         return True
-    return token_live(token_id=token_id, now=now)
+    return plan.kind == PlanKind.DEATH and life_death_undoes_birth(
+        birth_action=life.birth_action, death_action=life.death_action
+    )
 
 
 def life_list(

@@ -135,6 +135,26 @@ def life_topic_calls_check(
             raise InvalidSchedule(message, fields={f"{kind}_action": [message]})
 
 
+def life_death_undoes_birth(*, birth_action: dict[str, Any], death_action: Any) -> bool:
+    """Whether a Life's death only undoes what its birth granted: the birth calls a topic with
+    `undone_by` and the death calls that topic with the same content (`quota.restore` after
+    `quota.boost`), the pairing `life_topic_calls_check` demands at booking."""
+    if not isinstance(death_action, dict):
+        return False
+    try:
+        birth, death = action_topic_call(birth_action), action_topic_call(death_action)
+    except UnknownTopic:
+        return False
+    spec = topic_get(birth.topic) if birth is not None else None
+    return (
+        birth is not None
+        and death is not None
+        and spec is not None
+        and spec.undone_by == death.topic
+        and death.content == birth.content
+    )
+
+
 def task_run_create(
     *, user: AbstractBaseUser, topic: str, content: dict[str, Any], key: str | None = None
 ) -> TaskRunResult:

@@ -17,14 +17,15 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.core.services import token_create
-from apps.quotas.models import Reservation
+from apps.quotas.models import QuotaPolicy, Reservation
 from apps.schedule.execution.claims import plan_claim
 from apps.schedule.execution.executor import plan_execute
 from apps.schedule.models import Life, LifeState, Plan, PlanState
 from apps.schedule.selfcalls import SelfCall, self_call_headers
-from tests.schedule.conftest import at
+from tests.schedule.conftest import Receiver, at
 
 RESERVATIONS = "/api/quotas/reservations/"
+TASKS = "/api/schedule/tasks/"
 GONE = "the API token that booked this Life was revoked or has expired"
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -173,25 +174,72 @@ def test_a_life_booked_by_a_life_stays_bound_to_the_first_token(user: User) -> N
     assert not Reservation.objects.exists()
 
 
-@pytest.mark.usefixtures("platform")
-def test_a_born_term_lifes_death_still_runs_after_its_token_is_revoked(user: User) -> None:
-    """The death ends what the birth began (a grant's undoing): it runs whatever the token."""
-    client, token_id = token_client(user)
-    call = {"path": "/api/me/", "method": "GET"}
+def book_term(client: APIClient, birth: dict[str, Any], death: dict[str, Any]) -> str:
     body = {
         "schedule_type": "term",
         "birth_time": at(30),
         "death_time": at(90),
-        "birth_action": call,
-        "death_action": call,
+        "birth_action": birth,
+        "death_action": death,
     }
-    life_uuid = client.post("/api/schedules/", body, format="json").json()["life_uuid"]
+    response = client.post("/api/schedules/", body, format="json")
+    assert response.status_code == HTTPStatus.CREATED, response.content
+    return str(response.json()["life_uuid"])
+
+
+@pytest.mark.usefixtures("platform")
+def test_a_born_term_lifes_own_death_is_refused_once_its_token_is_revoked(user: User) -> None:
+    """A leaked token books a Life born now whose death, weeks later, acts as the owner: the
+    owner revokes the token, and the death never runs."""
+    client, token_id = token_client(user)
+    reservation = client.post(RESERVATIONS, {"ttl_seconds": 3600}, format="json").json()
+    release = {"path": f"{RESERVATIONS}{reservation['reservation_id']}/release/", "method": "POST"}
+    life_uuid = book_term(client, {"path": "/api/me/", "method": "GET"}, release)
     assert fire(life_uuid).state == PlanState.DONE
     client.delete(f"/api/tokens/{token_id}/")
     death = fire(life_uuid, kind="death")
-    assert death.state == PlanState.DONE
-    assert death.attempts.get().status_code == HTTPStatus.OK
+    assert death.state == PlanState.FAILED
+    assert death.attempts.get().status_code is None
+    assert GONE in death.attempts.get().error
     assert Life.objects.get(life_uuid=life_uuid).state == LifeState.DEAD
+    assert Reservation.objects.get(pk=reservation["reservation_id"]).released_at is None
+
+
+@pytest.mark.usefixtures("platform", "q_sync")
+def test_the_death_that_undoes_its_birth_still_runs_after_the_token_is_revoked(
+    staff_user: User,
+) -> None:
+    """A grant made under a live token always ends: `quota.restore` after `quota.boost`."""
+    client, token_id = token_client(staff_user, scopes=["read", "submit", "admin"])
+    content = {"concurrent": 2}
+    boost = {"path": TASKS, "method": "POST", "body": {"topic": "quota.boost", "content": content}}
+    restore = {**boost, "body": {"topic": "quota.restore", "content": content}}
+    life_uuid = book_term(client, boost, restore)
+    assert fire(life_uuid).state == PlanState.DONE
+    assert QuotaPolicy.objects.get(user=staff_user).concurrent_boost == 2
+    client.delete(f"/api/tokens/{token_id}/")
+    death = fire(life_uuid, kind="death")
+    assert death.state == PlanState.DONE
+    assert death.attempts.get().status_code == HTTPStatus.ACCEPTED
+    assert QuotaPolicy.objects.get(user=staff_user).concurrent_boost == 0
+
+
+def test_an_external_webhook_booked_with_a_revoked_token_is_never_sent(
+    user: User, receiver: Receiver
+) -> None:
+    """The platform's signature on a call to a receiver speaks for the owner too: a booking
+    whose token is gone sends nothing anywhere."""
+    client, token_id = token_client(user)
+    action = {"path": f"http://{receiver.host}/hook", "method": "POST", "body": {"x": 1}}
+    response = client.post(
+        "/api/schedules/",
+        {"schedule_type": "point", "birth_time": at(30), "birth_action": action},
+        format="json",
+    )
+    assert response.status_code == HTTPStatus.CREATED, response.content
+    client.delete(f"/api/tokens/{token_id}/")
+    assert_refused(fire(response.json()["life_uuid"]))
+    assert receiver.requests == []
 
 
 def test_a_change_binds_the_life_to_the_credential_that_made_it(user: User) -> None:

@@ -40,6 +40,10 @@ def plan_record(*, plan: Plan, life: Life, outcome: Outcome, started: dt.datetim
             if plan.kind == PlanKind.DEATH or life.schedule_type == "point"
             else LifeState.ALIVE
         )
+    elif outcome.final and plan.kind == PlanKind.DEATH:
+        # Refused for good: the Life's term is over, its death action never ran.
+        new, result, fields = PlanState.FAILED, "failed", {"finished_at": now}
+        life_state = LifeState.DEAD
     elif retryable and number <= int(plan.action.get("retry_count") or 0):
         interval = dt.timedelta(seconds=float(plan.action.get("retry_interval") or 0))
         new, result, fields = PlanState.STANDBY, "retry", {"due_at": now + interval}

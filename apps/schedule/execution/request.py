@@ -34,6 +34,8 @@ class Outcome:
     error: str
     duration_ms: float
     excerpt: str
+    #: No retry can change it (the booking's credential is gone): a death fails for good too.
+    final: bool = False
 
 
 def _body_text(action: dict[str, Any]) -> tuple[str, dict[str, str]]:
@@ -78,9 +80,10 @@ def action_request(plan: Plan, life: Life) -> Outcome:
         target = resolve_target(str(action["path"]))
     except TargetRefused as exc:
         return Outcome(None, f"refused: {exc}", 0.0, "")
-    if target.relative and not plan_authority_live(plan=plan):
-        # Not sent: the platform would refuse the self-call anyway (`authentication`).
-        return Outcome(None, f"refused: {BOOKING_TOKEN_GONE}", 0.0, "")
+    if not plan_authority_live(plan=plan):
+        # Not sent, to the platform (which would refuse the self-call: `authentication`) or
+        # to a receiver: the credential that booked it no longer speaks for its owner.
+        return Outcome(None, f"refused: {BOOKING_TOKEN_GONE}", 0.0, "", final=True)
     payload, action_headers = _body_text(action)
     body = payload.encode()
     sent_at = timezone.now()
