@@ -1,12 +1,15 @@
 """What a sandbox holds of the host's files: the stage's own files, handed to bubblewrap as open
-descriptors or one read-only folder (see `bubblewrap` for the whole file system)."""
+descriptors or one read-only folder, and the stage's folders at paths of its own, checked here
+(see `bubblewrap` for the whole file system)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
+import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,3 +60,49 @@ def input_files(root: Path) -> Iterator[InputFiles]:
     finally:
         for file in opened:
             os.close(file.fd)
+
+
+# Folders of the system or of the sandbox's own making: a stage cannot put a folder there.
+RESERVED = (
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev",
+    "/sandbox", "/tmp", "/input",  # noqa: S108 - paths inside the sandbox
+)  # fmt: skip
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _overlap(a: str, b: str) -> bool:
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+def stage_folders_problem(
+    *,
+    mounts: Mapping[str, Path],
+    output: str,
+    environment: Mapping[str, str],
+    readonly_paths: Sequence[str] = (),
+) -> str | None:
+    """Why a stage's folders or environment cannot be given to a sandbox, or None.
+
+    Every inside path is absolute and normal, none is `/`, a system folder, one of the
+    sandbox's own or the operator's read-only folders, and none holds another; every mounted
+    host folder exists. Variable names are shell names without NUL in their values."""
+    points = [*mounts, *([output] if output else [])]
+    for point in points:
+        if (
+            not point.startswith("/")
+            or point.startswith("//")
+            or posixpath.normpath(point) != point
+        ):
+            return f"{point!r} is not an absolute, normal folder path inside the sandbox."
+        if point == "/" or any(_overlap(point, taken) for taken in (*RESERVED, *readonly_paths)):
+            return f"{point!r} is a system folder or one the sandbox makes itself."
+    for index, point in enumerate(points):
+        if any(_overlap(point, other) for other in points[index + 1 :]):
+            return f"{point!r} overlaps another folder of the stage."
+    for point, host in mounts.items():
+        if not (host.is_absolute() and host.is_dir()):
+            return f"The folder for {point!r} ({host}) is not an absolute path to a folder."
+    for name, value in environment.items():
+        if not _NAME.fullmatch(name) or "\0" in value:
+            return f"The environment variable {name!r} is not a valid name and value."
+    return None

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from apps.grading.isolation.limits import (
     tasks_of_uid,
 )
 from apps.grading.isolation.metrics_file import read_metrics_file
-from apps.grading.isolation.mounts import input_files
+from apps.grading.isolation.mounts import input_files, stage_folders_problem
 from apps.grading.isolation.process import Pumped, bubblewrap_started, pump, unisolated_started
 from apps.grading.isolation.surface import SeccompUnavailable, sandbox_surface
 
@@ -74,8 +75,18 @@ def run_program(
     readonly_paths: Sequence[str] = (),
     bwrap: str | None = None,
     on_output: Callable[[str], None] | None = None,
+    mounts: Mapping[str, Path] | None = None,
+    output: str = "",
+    result: str = METRICS_FILE,
+    environment: Mapping[str, str] | None = None,
 ) -> Outcome:
     """Run `python -E -s *program` with a copy of `input_dir` as its working folder.
+
+    `result` names the file reported back as `Outcome.metrics` (relative to the working
+    folder, or in `output`). A stage may add read-only `mounts` (inside path → host folder),
+    one writable `output` folder and `environment` variables (see `bubblewrap.bwrap_argv`);
+    only bubblewrap can give those, and a stage whose folders cannot be given gets an
+    `Outcome` with the `error` saying why.
 
     `isolation="bubblewrap"`: inside a new sandbox (see `bubblewrap`); `input_dir` is only read.
     `isolation="none"`: directly in `input_dir`, with the same rlimits, environment and uid but
@@ -89,15 +100,20 @@ def run_program(
     `process.OUTPUT_PROGRESS_SECONDS`, when it printed something new (live logs).
     """
     started = time.monotonic()
+    folders = _Folders(dict(mounts or {}), output, result, dict(environment or {}))
+    problem = folders.problem(isolation, readonly_paths)
+    if problem:
+        return Outcome(exit_code=None, timed_out=False, logs="", wall_seconds=0.0, error=problem)
     if isolation == BUBBLEWRAP:
         if bwrap is None:
             raise ValueError("isolation='bubblewrap' needs the bwrap binary's path")
         return _run_bubblewrap(
             bwrap=bwrap,
             input_dir=input_dir,
-            command=runner_argv(python=python, program=program, limits=limits),
+            command=runner_argv(python=python, program=program, limits=limits, result=result),
             limits=limits,
             readonly_paths=readonly_paths,
+            folders=folders,
             started=started,
             on_output=on_output,
         )
@@ -106,10 +122,40 @@ def run_program(
             argv=[python, *PYTHON_FLAGS, *program],
             cwd=input_dir,
             limits=limits,
+            folders=folders,
             started=started,
             on_output=on_output,
         )
     raise ValueError(f"unknown isolation {isolation!r}")
+
+
+@dataclass(frozen=True)
+class _Folders:
+    """A stage's own folders, result file and environment (see `run_program`)."""
+
+    mounts: dict[str, Path]
+    output: str
+    result: str
+    environment: dict[str, str]
+
+    def problem(self, isolation: str, readonly_paths: Sequence[str]) -> str | None:
+        if isolation == NONE and (self.mounts or self.output):
+            return (
+                "This stage needs bubblewrap: it reads or writes folders at fixed paths "
+                f"({', '.join([*self.mounts, *([self.output] if self.output else [])])})."
+            )
+        if not self.result or "\0" in self.result or self.result.endswith("/"):
+            return f"{self.result!r} cannot be a result file."
+        if self.result.startswith("/") and not (
+            self.output and self.result.startswith(self.output + "/")
+        ):
+            return f"The result file {self.result!r} is outside the working and output folders."
+        return stage_folders_problem(
+            mounts=self.mounts,
+            output=self.output,
+            environment=self.environment,
+            readonly_paths=readonly_paths,
+        )
 
 
 # --- bubblewrap -------------------------------------------------------------------------------
@@ -141,6 +187,7 @@ def _run_bubblewrap(
     command: list[str],
     limits: Limits,
     readonly_paths: Sequence[str],
+    folders: _Folders,
     started: float,
     on_output: Callable[[str], None] | None,
 ) -> Outcome:
@@ -166,6 +213,9 @@ def _run_bubblewrap(
             readonly_paths=readonly_paths,
             files=inputs.files,
             folders=inputs.folders,
+            mounts={inside: str(host) for inside, host in folders.mounts.items()},
+            output=folders.output,
+            environment=folders.environment,
         )
         with bubblewrap_started(
             launcher=_launcher(bwrap),
@@ -176,13 +226,14 @@ def _run_bubblewrap(
             seen = pump(
                 process, limits=limits, started=started, result_channel=True, on_output=on_output
             )
-    return _bubblewrap_outcome(seen, limits=limits, started=started, status=process.returncode)
-
-
-def _bubblewrap_outcome(seen: Pumped, *, limits: Limits, started: float, status: int) -> Outcome:
     outcome = _outcome_of(seen, limits=limits, started=started)
     if not (seen.timed_out or seen.output_exceeded):
-        _parse_result(bytes(seen.result), outcome, bwrap_status=status)
+        _parse_result(
+            bytes(seen.result),
+            outcome,
+            bwrap_status=process.returncode,
+            name=posixpath.basename(folders.result),
+        )
     return outcome
 
 
@@ -204,7 +255,7 @@ def _outcome_of(seen: Pumped, *, limits: Limits, started: float) -> Outcome:
     return outcome
 
 
-def _parse_result(raw: bytes, outcome: Outcome, *, bwrap_status: int) -> None:
+def _parse_result(raw: bytes, outcome: Outcome, *, bwrap_status: int, name: str) -> None:
     """Read the runner's report (see `bubblewrap.RUNNER`) into `outcome`."""
     head, _, rest = raw.partition(b"\n")
     try:
@@ -227,11 +278,11 @@ def _parse_result(raw: bytes, outcome: Outcome, *, bwrap_status: int) -> None:
     kind, payload = rest[:1], rest[1:]
     if kind == b"F":
         if len(payload) > MAX_METRICS_BYTES:
-            outcome.metrics_problem = f"metrics.json is larger than {MAX_METRICS_BYTES} bytes."
+            outcome.metrics_problem = f"{name} is larger than {MAX_METRICS_BYTES} bytes."
         else:
             outcome.metrics = payload
     elif kind in (b"L", b"S"):
-        outcome.metrics_problem = "metrics.json is not a regular file."
+        outcome.metrics_problem = f"{name} is not a regular file."
 
 
 # --- unisolated -------------------------------------------------------------------------------
@@ -242,6 +293,7 @@ def _run_unisolated(
     argv: list[str],
     cwd: Path,
     limits: Limits,
+    folders: _Folders,
     started: float,
     on_output: Callable[[str], None] | None,
 ) -> Outcome:
@@ -257,7 +309,7 @@ def _run_unisolated(
     with unisolated_started(
         argv=argv,
         cwd=cwd,
-        env=sandbox_env(home=str(cwd), tmp=str(cwd)),
+        env=sandbox_env(home=str(cwd), tmp=str(cwd), extra=folders.environment),
         setup=child_setup(rlimits(limits, processes=processes)),
         identity=identity,
     ) as process:
@@ -267,5 +319,5 @@ def _run_unisolated(
     outcome = _outcome_of(seen, limits=limits, started=started)
     outcome.exit_code = process.returncode
     if not (seen.timed_out or seen.output_exceeded):
-        outcome.metrics, outcome.metrics_problem = read_metrics_file(cwd / METRICS_FILE)
+        outcome.metrics, outcome.metrics_problem = read_metrics_file(cwd / folders.result)
     return outcome

@@ -1,0 +1,217 @@
+"""Grading as a pipeline of stages (`apps.grading.stages`), run for real in bubblewrap: a
+stage's read-only folders and its one writable output, the order and the stop at the first
+failure, the limits a stage hits, live logs named by stage, and the refusals of folders that a
+sandbox cannot give."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apps.grading.isolation import (
+    Limits,
+    input_folder,
+    input_folder_hand_over,
+    isolation_probe,
+)
+from apps.grading.stages import (
+    BubblewrapBackend,
+    StageSpec,
+    UnisolatedBackend,
+    pipeline_run,
+)
+
+PYTHON = "/usr/bin/python3"
+LIMITS = Limits(
+    wall_seconds=20,
+    cpu_seconds=20,
+    memory_bytes=512 * 1024**2,
+    file_bytes=16 * 1024**2,
+    scratch_bytes=16 * 1024**2,
+    processes=32,
+)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def backend() -> BubblewrapBackend:
+    probe = isolation_probe(PYTHON)
+    if probe.isolation != "bubblewrap" or probe.bwrap is None:
+        if os.environ.get("YOYAKU_REQUIRE_BUBBLEWRAP"):
+            pytest.fail(f"bubblewrap is required here: {probe.reason}")
+        pytest.skip(f"no bubblewrap isolation on this machine: {probe.reason}")
+    return BubblewrapBackend(bwrap=probe.bwrap, python=PYTHON)
+
+
+@pytest.fixture
+def folders() -> Iterator[dict[str, Path]]:
+    """Two stages' files and a host data folder readable by the sandbox's uid."""
+    with input_folder() as run, input_folder() as score:
+        data = Path(tempfile.mkdtemp(prefix="yoyaku-test-data-"))
+        try:
+            data.chmod(0o755)
+            (data / "reference.txt").write_text("the hidden answer\n")
+            (data / "reference.txt").chmod(0o644)
+            yield {"run": run, "score": score, "data": data}
+        finally:
+            shutil.rmtree(data, ignore_errors=True)
+
+
+def _stage(name: str, folder: Path, program: str, **fields: Any) -> StageSpec:
+    (folder / "main.py").write_text(program)
+    input_folder_hand_over(folder, isolation="bubblewrap")
+    return StageSpec(name=name, program=("main.py",), files=folder, limits=LIMITS, **fields)
+
+
+def test_a_stage_reads_its_mounts_and_writes_only_its_output(
+    backend: BubblewrapBackend, folders: dict[str, Path]
+) -> None:
+    program = """
+import errno, json, os
+print(open("/reference/reference.txt").read().strip())
+refused = []
+for path in ("/reference/new.txt", "/reference/reference.txt", "/new.txt"):
+    try:
+        open(path, "w")
+    except OSError as exc:
+        refused.append(exc.errno in (errno.EROFS, errno.EACCES))
+print("refused", refused, os.environ["SPLIT"], os.environ["PATH"])
+json.dump({"public": {"accuracy": 0.5}}, open("/scores/scores.json", "w"))
+"""
+    spec = _stage(
+        "score",
+        folders["score"],
+        program,
+        mounts={"/reference": folders["data"]},
+        output="/scores",
+        result="/scores/scores.json",
+        environment={"SPLIT": "public", "PATH": "/nowhere"},
+    )
+    [outcome] = pipeline_run([spec], backend=backend)
+    assert outcome.ok, outcome
+    assert outcome.stage == "score"
+    assert outcome.result == b'{"public": {"accuracy": 0.5}}'
+    assert "the hidden answer" in outcome.logs
+    # Every write outside the output folder is refused; the fixed PATH wins.
+    assert "refused [True, True, True] public /usr/local/bin:/usr/bin:/bin" in outcome.logs
+    assert not (folders["data"] / "new.txt").exists()
+
+
+def test_a_stage_without_the_mount_never_sees_the_data(
+    backend: BubblewrapBackend, folders: dict[str, Path]
+) -> None:
+    program = f"""
+import os
+print("seen", os.path.exists("/reference"), os.path.exists({str(folders["data"])!r}))
+open("metrics.json", "w").write("{{}}")
+"""
+    run = _stage("run", folders["run"], program)
+    score = _stage(
+        "score",
+        folders["score"],
+        "print(open('/reference/reference.txt').read())",
+        mounts={"/reference": folders["data"]},
+    )
+    outcomes = pipeline_run([run, score], backend=backend)
+    assert [o.stage for o in outcomes] == ["run", "score"]
+    assert "seen False False" in outcomes[0].logs
+    assert "the hidden answer" in outcomes[1].logs
+
+
+def test_the_pipeline_stops_at_the_first_stage_that_fails(
+    backend: BubblewrapBackend, folders: dict[str, Path]
+) -> None:
+    run = _stage("run", folders["run"], "import sys\nprint('trying')\nsys.exit(3)\n")
+    score = _stage("score", folders["score"], "print('scoring')\n")
+    outcomes = pipeline_run([run, score], backend=backend)
+    assert len(outcomes) == 1
+    assert outcomes[0].exit_code == 3
+    assert not outcomes[0].ok
+
+
+def test_live_logs_reach_the_callback_named_by_stage(
+    backend: BubblewrapBackend, folders: dict[str, Path]
+) -> None:
+    program = "import time\nprint('early', flush=True)\ntime.sleep(2.5)\nprint('late')\n"
+    seen: list[tuple[str, str]] = []
+    pipeline_run(
+        [_stage("run", folders["run"], program)],
+        backend=backend,
+        on_logs=lambda stage, logs: seen.append((stage, logs)),
+    )
+    assert ("run", "early\n") in seen, seen
+
+
+def test_a_stage_reports_the_limits_it_hit(
+    backend: BubblewrapBackend, folders: dict[str, Path]
+) -> None:
+    loud = _stage("run", folders["run"], "while True:\n    print('x' * 4096)\n")
+    spec = dataclasses.replace(loud, limits=dataclasses.replace(LIMITS, output_bytes=1024))
+    [outcome] = pipeline_run([spec], backend=backend)
+    assert outcome.limits_hit == ("output_bytes",)
+    assert "printed more than 16384 bytes" in outcome.error
+
+    wall = StageSpec(
+        name="run",
+        program=("-c", "import time; time.sleep(30)"),
+        files=loud.files,
+        limits=dataclasses.replace(LIMITS, wall_seconds=1),
+    )
+    [outcome] = pipeline_run([wall], backend=backend)
+    assert outcome.timed_out
+    assert outcome.limits_hit == ("wall_seconds",)
+
+
+@pytest.mark.parametrize(
+    ("mounts", "output", "refusal"),
+    [
+        ({"/tmp/data": None}, "", "one the sandbox makes itself"),  # noqa: S108
+        ({"/usr/share": None}, "", "system folder"),
+        ({"/data/../etc": None}, "", "not an absolute, normal folder path"),
+        ({"/data": None}, "/data/out", "overlaps another folder"),
+        ({}, "relative", "not an absolute, normal folder path"),
+        ({"/data": "missing"}, "", "is not an absolute path to a folder"),
+    ],
+)
+def test_folders_a_sandbox_cannot_give_are_refused_before_anything_runs(
+    backend: BubblewrapBackend,
+    folders: dict[str, Path],
+    mounts: dict[str, str | None],
+    output: str,
+    refusal: str,
+) -> None:
+    host = {
+        inside: folders["data"] if path is None else folders["data"] / path
+        for inside, path in mounts.items()
+    }
+    spec = _stage("run", folders["run"], "print('ran')\n", mounts=host, output=output)
+    [outcome] = pipeline_run([spec], backend=backend)
+    assert refusal in outcome.error
+    assert "ran" not in outcome.logs
+    assert not outcome.ok
+
+
+def test_the_unisolated_backend_refuses_a_stage_with_folders(folders: dict[str, Path]) -> None:
+    spec = _stage("score", folders["score"], "print('ran')\n", output="/scores")
+    [outcome] = pipeline_run([spec], backend=UnisolatedBackend(python=PYTHON))
+    assert "needs bubblewrap" in outcome.error
+    assert outcome.logs == ""
+
+
+def test_the_stage_interface_imports_no_django() -> None:
+    code = (
+        "import sys, apps.grading.stages; print(any(m.startswith('django') for m in sys.modules))"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert completed.stdout.strip() == "False"
