@@ -30,19 +30,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, connection, connections, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from apps.core.cluster import WorkerStopping, interruptible, worker_leave, worker_stopping
 from apps.core.exceptions import InvalidTransition
 from apps.core.logcontext import log_bind, log_context
 from apps.core.queue import GRADE_JOB, enqueue_on_commit
-from apps.grading.grader import GradingFile, GradingRequest, GradingResult, grader_get
+from apps.grading.grader import GradingFile, GradingRequest, grader_get
 from apps.grading.metrics import grading_attempt_started, grading_ended, grading_skipped
 from apps.grading.models import GRADING_ATTEMPT_TRANSITIONS, GradingAttempt, GradingOutcome
+from apps.grading.results import GradingResult, result_checked
 from apps.grading.selectors import grading_job_get, grading_reapable_job_ids
 from apps.jobs.models import ACTIVE_JOB_STATUSES, FINISHED_JOB_STATUSES, Job, JobStatus
-from apps.jobs.services import job_finish, job_logs_progress, job_transition
+from apps.jobs.services import job_finish, job_logs_sink, job_transition
 from apps.submissions.models import SubmissionStatus
 from apps.submissions.selectors import submission_file_list
 from apps.submissions.services import (
@@ -318,15 +319,6 @@ class _LeaseKeeper(threading.Thread):
         self.join(timeout=30)
 
 
-def _logs_progress(job_id: str, logs: str) -> None:
-    """Live logs: never let a database hiccup end a grading (the final logs are written with
-    the result)."""
-    try:
-        job_logs_progress(job_id=job_id, logs=logs)
-    except DatabaseError:
-        logger.warning("grading: cannot show the running logs of job %s", job_id, exc_info=True)
-
-
 def grading_run(*, job_id: str) -> str:
     """Grade the job's submission at most once per lease; idempotent under any redelivery.
 
@@ -361,9 +353,8 @@ def _grading_run(*, job_id: str) -> str:
         keeper.start()
     result: GradingResult | None = None
     try:
-        request = dataclasses.replace(
-            lease.request, on_output=functools.partial(_logs_progress, lease.job_id)
-        )
+        # Live logs go to the job through the jobs app's one seam.
+        request = dataclasses.replace(lease.request, on_output=job_logs_sink(job_id=lease.job_id))
         with interruptible():
             result = grader_get().grade(request)
     except WorkerStopping:
@@ -381,16 +372,7 @@ def _grading_run(*, job_id: str) -> str:
         grading_lease_give_back(lease=lease)
         worker_leave()
         return "interrupted"
-    if result.outcome not in (
-        SubmissionStatus.COMPLETED,
-        SubmissionStatus.REVIEW_PENDING,
-        SubmissionStatus.FAILED,
-    ):
-        result = GradingResult(
-            outcome=SubmissionStatus.FAILED.value,
-            reason=f"The grader returned an unknown outcome {result.outcome!r}.",
-            logs=result.logs,
-        )
+    result = result_checked(result)
     seconds = time.monotonic() - started
     if grading_result_record(lease=lease, result=result):
         grading_ended(outcome=result.outcome, seconds=seconds)

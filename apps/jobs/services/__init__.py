@@ -3,7 +3,7 @@
 - `submission` — `job_submit`: the SPEC's order of checks, one transaction per new job;
 - `idempotency` — the key protocol (resolve, claim, bind, release) and the cleanup of keys;
 - `lifecycle` — the only writers of a job's status (`job_transition`, `job_finish`), running
-  logs and `job_cancel`.
+  logs (`job_logs_sink`, the seam a grader writes them through) and `job_cancel`.
 
 The quota decision and the job's insert are `apps.jobs.admission`. The names below are the
 app's public services, for other apps and the API.
@@ -19,7 +19,13 @@ from apps.jobs.services.idempotency import (
     idempotency_release,
     idempotency_retry_after,
 )
-from apps.jobs.services.lifecycle import job_cancel, job_finish, job_logs_progress, job_transition
+from apps.jobs.services.lifecycle import (
+    job_cancel,
+    job_finish,
+    job_logs_progress,
+    job_logs_sink,
+    job_transition,
+)
 from apps.jobs.services.submission import SubmitResult, job_config_cost, job_submit
 
 __all__ = [
@@ -36,6 +42,7 @@ __all__ = [
     "job_config_cost",
     "job_finish",
     "job_logs_progress",
+    "job_logs_sink",
     "job_submit",
     "job_transition",
 ]
