@@ -6,6 +6,7 @@ sandbox cannot give."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -29,6 +30,7 @@ from apps.grading.stages import (
     UnisolatedBackend,
     pipeline_run,
 )
+from tests.grading.workers import UNPRIVILEGED_UID
 
 PYTHON = "/usr/bin/python3"
 LIMITS = Limits(
@@ -215,3 +217,48 @@ def test_the_stage_interface_imports_no_django() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert completed.stdout.strip() == "False"
+
+
+def test_an_unprivileged_worker_runs_a_stage_with_its_folders(
+    backend: BubblewrapBackend, folders: dict[str, Path]
+) -> None:
+    """The isolation package's own command as a uid that is not root: the same mounts, output
+    folder and result file, without the root worker's uid switch."""
+    if os.geteuid() != 0:
+        pytest.skip("switching to another uid needs root")
+    files = Path(tempfile.mkdtemp(prefix="yoyaku-test-files-"))
+    try:
+        files.chmod(0o755)
+        (files / "main.py").write_text(
+            "import json\n"
+            "answer = open('/reference/reference.txt').read().strip()\n"
+            "json.dump({'answer': answer}, open('/scores/scores.json', 'w'))\n"
+        )
+        (files / "main.py").chmod(0o644)
+        completed = subprocess.run(
+            [
+                PYTHON,
+                "-m",
+                "apps.grading.isolation",
+                "run",
+                f"--files={files}",
+                f"--mount=/reference={folders['data']}",
+                "--output=/scores",
+                "--result=/scores/scores.json",
+                "--",
+                "main.py",
+            ],
+            cwd=ROOT,
+            env={"PYTHONPATH": str(ROOT)},
+            user=UNPRIVILEGED_UID,
+            group=UNPRIVILEGED_UID,
+            extra_groups=[],
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
+    finally:
+        shutil.rmtree(files, ignore_errors=True)
+    outcome = json.loads(completed.stdout)
+    assert outcome["exit_code"] == 0, outcome
+    assert json.loads(outcome["metrics"]) == {"answer": "the hidden answer"}
