@@ -48,6 +48,10 @@ class StageSpec:
     - `result`: the file whose bytes come back as `StageOutcome.result`: relative to the
       working folder (`metrics.json`) or in `output` (`/scores/scores.json`).
     - `environment`: variables added to the sandbox's fixed environment.
+    - `collect`: an empty host folder of the worker's that receives the output folder's
+      folders and regular files once the program ended (links and special files are left
+      out; bounded by `limits.scratch_bytes`), e.g. the run stage's predictions, mounted
+      read-only into the score stage. None: only the result file comes back.
     """
 
     name: str
@@ -58,6 +62,7 @@ class StageSpec:
     output: str = ""
     result: str = METRICS_FILE
     environment: Mapping[str, str] = field(default_factory=dict)
+    collect: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,8 @@ class StageOutcome:
     """What one stage did. `exit_code` is negative for a fatal signal (`signal` names it);
     `result` holds the bytes of a regular result file, or None with `result_problem` saying
     why there are none; `error` is set when the sandbox stopped the program (too much output)
-    or could not start or report; `limits_hit` names the `Limits` fields that ended it."""
+    or could not start or report; `limits_hit` names the `Limits` fields that ended it;
+    `output_dir` is the host folder holding the stage's output folder, when collected."""
 
     stage: str
     exit_code: int | None
@@ -76,6 +82,7 @@ class StageOutcome:
     result_problem: str = ""
     error: str = ""
     limits_hit: tuple[str, ...] = ()
+    output_dir: Path | None = None
 
     @property
     def signal(self) -> int | None:
@@ -87,8 +94,9 @@ class StageOutcome:
         return self.exit_code == 0 and not (self.timed_out or self.error)
 
 
-def stage_outcome(stage: str, outcome: Outcome) -> StageOutcome:
-    """The isolation package's `Outcome` as the stage's."""
+def stage_outcome(stage: str, outcome: Outcome, *, collect: Path | None = None) -> StageOutcome:
+    """The isolation package's `Outcome` as the stage's (`collect`: where the output folder
+    was asked to go)."""
     hit = [outcome.limit] if outcome.limit in (WALL, OUTPUT, SCRATCH) else []
     code = outcome.exit_code
     if code is not None and code < 0 and -code in _SIGNAL_LIMITS:
@@ -103,6 +111,7 @@ def stage_outcome(stage: str, outcome: Outcome) -> StageOutcome:
         result_problem=outcome.metrics_problem,
         error=outcome.error,
         limits_hit=tuple(hit),
+        output_dir=None if outcome.error or outcome.timed_out else collect,
     )
 
 
@@ -163,8 +172,9 @@ def _run(
         output=spec.output,
         result=spec.result,
         environment=spec.environment,
+        collect=spec.collect,
     )
-    return stage_outcome(spec.name, outcome)
+    return stage_outcome(spec.name, outcome, collect=spec.collect)
 
 
 def pipeline_run(

@@ -6,11 +6,13 @@ sandbox cannot give."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,8 +26,11 @@ from apps.grading.isolation import (
     input_folder_hand_over,
     isolation_probe,
 )
+from apps.grading.isolation.export import output_unpack
+from apps.grading.results import result_from_stages
 from apps.grading.stages import (
     BubblewrapBackend,
+    StageOutcome,
     StageSpec,
     UnisolatedBackend,
     pipeline_run,
@@ -227,12 +232,15 @@ def test_an_unprivileged_worker_runs_a_stage_with_its_folders(
     if os.geteuid() != 0:
         pytest.skip("switching to another uid needs root")
     files = Path(tempfile.mkdtemp(prefix="yoyaku-test-files-"))
+    collect = Path(tempfile.mkdtemp(prefix="yoyaku-test-collect-"))
+    os.chown(collect, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
     try:
         files.chmod(0o755)
         (files / "main.py").write_text(
             "import json\n"
             "answer = open('/reference/reference.txt').read().strip()\n"
             "json.dump({'answer': answer}, open('/scores/scores.json', 'w'))\n"
+            "open('/scores/detail.txt', 'w').write(answer)\n"
         )
         (files / "main.py").chmod(0o644)
         completed = subprocess.run(
@@ -245,6 +253,7 @@ def test_an_unprivileged_worker_runs_a_stage_with_its_folders(
                 f"--mount=/reference={folders['data']}",
                 "--output=/scores",
                 "--result=/scores/scores.json",
+                f"--collect={collect}",
                 "--",
                 "main.py",
             ],
@@ -257,8 +266,158 @@ def test_an_unprivileged_worker_runs_a_stage_with_its_folders(
             timeout=60,
             check=True,
         )
+        outcome = json.loads(completed.stdout)
+        assert outcome["exit_code"] == 0, outcome
+        assert json.loads(outcome["metrics"]) == {"answer": "the hidden answer"}
+        assert (collect / "detail.txt").read_text() == "the hidden answer"
+        assert (collect / "detail.txt").stat().st_uid == UNPRIVILEGED_UID
     finally:
         shutil.rmtree(files, ignore_errors=True)
-    outcome = json.loads(completed.stdout)
-    assert outcome["exit_code"] == 0, outcome
-    assert json.loads(outcome["metrics"]) == {"answer": "the hidden answer"}
+        shutil.rmtree(collect, ignore_errors=True)
+
+
+def _outcome(stage: str, **fields: Any) -> StageOutcome:
+    values: dict[str, Any] = {"exit_code": 0, "timed_out": False, "logs": "", "wall_seconds": 0.1}
+    return StageOutcome(stage=stage, **{**values, **fields})
+
+
+def test_the_first_failed_stage_decides_and_the_logs_are_the_first_stages() -> None:
+    outcomes = [
+        _outcome("run", logs="participant\n", result=b'{"score": 1}'),
+        _outcome("score", logs="host only\n", exit_code=-9),
+    ]
+    result = result_from_stages(outcomes, timeout=5)
+    assert result.outcome == "failed"
+    assert result.reason == "The program failed: killed by SIGKILL (killed)."
+    assert result.logs == "participant\n"
+
+
+def test_the_last_stages_result_is_read_as_metrics() -> None:
+    outcomes = [_outcome("run", logs="ran\n"), _outcome("score", result=b'{"score": 0.75}')]
+    result = result_from_stages(outcomes, timeout=5)
+    assert (result.outcome, result.score, result.logs) == ("completed", 0.75, "ran\n")
+    assert result_from_stages([], timeout=5).outcome == "failed"
+
+
+RUN_WRITES_PREDICTIONS = """
+import os
+os.makedirs("/output/more")
+open("/output/predictions.csv", "w").write("id,label\\n1,cat\\n")
+open("/output/more/notes.txt", "w").write("second file\\n")
+os.symlink("/etc/passwd", "/output/link")
+os.mkfifo("/output/fifo")
+"""
+SCORE_READS_PREDICTIONS = """
+import json, os
+found = sorted(os.path.relpath(os.path.join(d, n), "/predictions")
+               for d, _, names in os.walk("/predictions") for n in names)
+labels = open("/predictions/predictions.csv").read().split()
+reference = open("/reference/reference.txt").read().strip()
+json.dump({"found": found, "labels": labels, "reference": reference},
+          open("/scores/scores.json", "w"))
+"""
+
+
+def test_the_run_stages_output_reaches_the_score_stage_read_only(
+    backend: BubblewrapBackend, folders: dict[str, Path]
+) -> None:
+    """SPEC §11.2's shape: the run stage writes /output; its folders and regular files (no
+    link, no FIFO) come out into a host folder, mounted read-only at /predictions beside the
+    reference data in the score stage, which writes /scores/scores.json."""
+    with input_folder() as predictions:
+        run = _stage(
+            "run", folders["run"], RUN_WRITES_PREDICTIONS, output="/output", collect=predictions
+        )
+        score = _stage(
+            "score",
+            folders["score"],
+            SCORE_READS_PREDICTIONS,
+            mounts={"/predictions": predictions, "/reference": folders["data"]},
+            output="/scores",
+            result="/scores/scores.json",
+        )
+        input_folder_hand_over(predictions, isolation="bubblewrap")
+        outcomes = pipeline_run([run, score], backend=backend)
+        assert [o.ok for o in outcomes] == [True, True], outcomes
+        assert outcomes[0].output_dir == predictions
+        assert sorted(p.name for p in predictions.rglob("*")) == [
+            "more",
+            "notes.txt",
+            "predictions.csv",
+        ]
+    assert json.loads(outcomes[1].result or b"") == {
+        "found": ["more/notes.txt", "predictions.csv"],
+        "labels": ["id,label", "1,cat"],
+        "reference": "the hidden answer",
+    }
+
+
+def test_a_program_cannot_write_on_its_runners_result_channel(
+    backend: BubblewrapBackend, folders: dict[str, Path]
+) -> None:
+    """The channel that carries the result and the output folder belongs to the runner; the
+    program (same uid inside) cannot open it through /proc."""
+    program = (
+        "import os\n"
+        "try:\n"
+        "    open(f'/proc/{os.getppid()}/fd/1', 'wb').write(b'0\\nN\\n')\n"
+        "    print('forged')\n"
+        "except OSError as exc:\n"
+        "    print('refused', exc.errno)\n"
+    )
+    with input_folder() as collect:
+        spec = _stage("run", folders["run"], program, output="/output", collect=collect)
+        [outcome] = pipeline_run([spec], backend=backend)
+    assert "refused" in outcome.logs
+    assert "forged" not in outcome.logs
+
+
+def _tar(*members: tuple[str, bytes | None, bytes]) -> io.BytesIO:
+    """A tar of (name, file bytes or None for a link, type)."""
+    stream = io.BytesIO()
+    with tarfile.open(fileobj=stream, mode="w") as archive:
+        for name, data, kind in members:
+            member = tarfile.TarInfo(name)
+            member.type = kind
+            if data is None:
+                member.linkname = "/etc/passwd"
+                archive.addfile(member)
+            else:
+                member.size = len(data)
+                archive.addfile(member, io.BytesIO(data))
+    stream.seek(0)
+    return stream
+
+
+@pytest.mark.parametrize(
+    ("members", "problem"),
+    [
+        ([("../escaped.txt", b"x", tarfile.REGTYPE)], "names '../escaped.txt'"),
+        ([("/abs.txt", b"x", tarfile.REGTYPE)], "names '/abs.txt'"),
+        ([("a/../../escaped.txt", b"x", tarfile.REGTYPE)], "names 'a/../../escaped.txt'"),
+        ([("big", b"x" * 2048, tarfile.REGTYPE)], "more than 1024 bytes"),
+        ([("ok", b"x", tarfile.REGTYPE), ("ok", b"y", tarfile.REGTYPE)], "could not be read"),
+    ],
+)
+def test_a_hostile_output_stream_writes_nothing_outside_its_folder(
+    members: list[tuple[str, bytes | None, bytes]], problem: str
+) -> None:
+    with input_folder() as parent:
+        target = parent / "predictions"
+        target.mkdir()
+        found = output_unpack(_tar(*members), target, max_bytes=1024)
+        assert problem in found
+        assert sorted(p.name for p in parent.iterdir()) == ["predictions"]
+
+
+def test_links_and_special_files_of_an_output_stream_are_left_out() -> None:
+    stream = _tar(
+        ("link", None, tarfile.SYMTYPE),
+        ("hard", None, tarfile.LNKTYPE),
+        ("fifo", b"", tarfile.FIFOTYPE),
+        ("kept.txt", b"kept", tarfile.REGTYPE),
+    )
+    with input_folder() as target:
+        assert output_unpack(stream, target, max_bytes=1024) == ""
+        assert [p.name for p in target.iterdir()] == ["kept.txt"]
+        assert not (target / "kept.txt").is_symlink()

@@ -4,7 +4,8 @@ exactly as a worker would run it (no Django needed).
     python -m apps.grading.isolation probe [--python /usr/bin/python3]
     python -m apps.grading.isolation run --files DIR [--python P] [--isolation bubblewrap]
         [--limits '{"wall_seconds": 10, ...}'] [--mount /data=HOST_DIR ...] [--output /scores]
-        [--result /scores/scores.json] [--env NAME=VALUE ...] -- main.py config.yaml
+        [--result /scores/scores.json] [--env NAME=VALUE ...] [--collect HOST_DIR]
+        -- main.py config.yaml
 
 Both print one JSON object.
 """
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default="", help="run: the stage's writable output folder")
     parser.add_argument("--result", default=METRICS_FILE, help="run: the file reported back")
     parser.add_argument("--env", action="append", default=[], help="run: NAME=VALUE")
+    parser.add_argument("--collect", type=Path, help="run: receives the output folder")
     argv = list(sys.argv[1:] if argv is None else argv)
     program = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
@@ -70,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             output=args.output,
             result=args.result,
             environment={name: value for name, _, value in _pairs(args.env)},
+            collect=args.collect,
         )
     body = asdict(outcome)
     body["metrics"] = (

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from apps.grading.isolation.limits import MAX_METRICS_BYTES, OUTPUT_KILL_FACTOR, Limits
 
@@ -51,12 +52,17 @@ class Output:
 
 @dataclass
 class Pumped:
-    """What `pump` read: the logs, the result channel's bytes, and why it stopped early."""
+    """What `pump` read: the logs, the result channel's bytes (in memory, or in `spool` up to
+    `spool_cap` bytes when the channel also carries an output folder), and why it stopped
+    early."""
 
     logs: Output
     result: bytearray
     timed_out: bool = False
     output_exceeded: bool = False
+    spool: IO[bytes] | None = None
+    spool_cap: int = 0
+    spool_overflow: bool = False
 
 
 class _Progress:
@@ -84,6 +90,8 @@ def pump(
     started: float,
     result_channel: bool,
     on_output: Callable[[str], None] | None = None,
+    spool: IO[bytes] | None = None,
+    spool_cap: int = 0,
 ) -> Pumped:
     """Read the logs (and the result channel) until both close, the wall clock passes or the
     output passes its kill limit.
@@ -95,7 +103,7 @@ def pump(
     if result_channel:
         assert process.stderr is not None  # noqa: S101 - PIPE
         streams = {process.stderr.fileno(): "logs", process.stdout.fileno(): "result"}
-    seen = Pumped(Output(limits.output_bytes), bytearray())
+    seen = Pumped(Output(limits.output_bytes), bytearray(), spool=spool, spool_cap=spool_cap)
     deadline = started + limits.wall_seconds
     progress = _Progress(on_output)
     with selectors.DefaultSelector() as selector:
@@ -133,6 +141,11 @@ def _read(
         seen.logs.feed(data)
         if seen.logs.total > limits.output_bytes * OUTPUT_KILL_FACTOR:
             return False
+    elif seen.spool is not None:
+        if seen.spool.tell() + len(data) > seen.spool_cap:
+            seen.spool_overflow = True
+        else:
+            seen.spool.write(data)
     elif len(seen.result) <= MAX_METRICS_BYTES + 64:
         seen.result += data
     return True

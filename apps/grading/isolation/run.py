@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from apps.grading.isolation.bubblewrap import bwrap_argv, runner_argv, sandbox_env
+from apps.grading.isolation.export import exported_report
 from apps.grading.isolation.limits import (
     MAX_METRICS_BYTES,
     OUTPUT_KILL_FACTOR,
@@ -28,7 +30,7 @@ from apps.grading.isolation.limits import (
     tasks_of_uid,
 )
 from apps.grading.isolation.metrics_file import read_metrics_file
-from apps.grading.isolation.mounts import input_files, stage_folders_problem
+from apps.grading.isolation.mounts import InputFiles, input_files, stage_folders_problem
 from apps.grading.isolation.process import Pumped, bubblewrap_started, pump, unisolated_started
 from apps.grading.isolation.surface import SeccompUnavailable, sandbox_surface
 
@@ -38,6 +40,8 @@ METRICS_FILE = "metrics.json"
 # The runner's exit status when the files could not be copied in (scratch too small).
 COPY_FAILED = 125
 SETPRIV = "/usr/bin/setpriv"
+# Room for the tar headers of an output folder on top of its bytes.
+SPOOL_MARGIN = 16 * 1024 * 1024
 SCRATCH_TOO_SMALL = "The submission's files do not fit in the sandbox's scratch space."
 # `Outcome.limit`: the bound that ended a run early.
 WALL = "wall_seconds"
@@ -79,6 +83,7 @@ def run_program(
     output: str = "",
     result: str = METRICS_FILE,
     environment: Mapping[str, str] | None = None,
+    collect: Path | None = None,
 ) -> Outcome:
     """Run `python -E -s *program` with a copy of `input_dir` as its working folder.
 
@@ -86,7 +91,9 @@ def run_program(
     folder, or in `output`). A stage may add read-only `mounts` (inside path → host folder),
     one writable `output` folder and `environment` variables (see `bubblewrap.bwrap_argv`);
     only bubblewrap can give those, and a stage whose folders cannot be given gets an
-    `Outcome` with the `error` saying why.
+    `Outcome` with the `error` saying why. With `collect` (a host folder of the worker's), the
+    output folder's folders and regular files are written there after the program ended
+    (`export.output_unpack`).
 
     `isolation="bubblewrap"`: inside a new sandbox (see `bubblewrap`); `input_dir` is only read.
     `isolation="none"`: directly in `input_dir`, with the same rlimits, environment and uid but
@@ -100,7 +107,7 @@ def run_program(
     `process.OUTPUT_PROGRESS_SECONDS`, when it printed something new (live logs).
     """
     started = time.monotonic()
-    folders = _Folders(dict(mounts or {}), output, result, dict(environment or {}))
+    folders = _Folders(dict(mounts or {}), output, result, dict(environment or {}), collect)
     problem = folders.problem(isolation, readonly_paths)
     if problem:
         return Outcome(exit_code=None, timed_out=False, logs="", wall_seconds=0.0, error=problem)
@@ -110,7 +117,7 @@ def run_program(
         return _run_bubblewrap(
             bwrap=bwrap,
             input_dir=input_dir,
-            command=runner_argv(python=python, program=program, limits=limits, result=result),
+            command=folders.runner(python=python, program=program, limits=limits),
             limits=limits,
             readonly_paths=readonly_paths,
             folders=folders,
@@ -137,8 +144,11 @@ class _Folders:
     output: str
     result: str
     environment: dict[str, str]
+    collect: Path | None = None
 
     def problem(self, isolation: str, readonly_paths: Sequence[str]) -> str | None:
+        if self.collect is not None and not (self.output and self.collect.is_dir()):
+            return "Collecting an output folder needs one, and a host folder to receive it."
         if isolation == NONE and (self.mounts or self.output):
             return (
                 "This stage needs bubblewrap: it reads or writes folders at fixed paths "
@@ -155,6 +165,26 @@ class _Folders:
             output=self.output,
             environment=self.environment,
             readonly_paths=readonly_paths,
+        )
+
+    def runner(self, *, python: str, program: Sequence[str], limits: Limits) -> list[str]:
+        export = self.output if self.collect is not None else ""
+        return runner_argv(
+            python=python, program=program, limits=limits, result=self.result, export=export
+        )
+
+    def bwrap_options(
+        self, *, input_dir: Path, limits: Limits, readonly_paths: Sequence[str], inputs: InputFiles
+    ) -> list[str]:
+        return bwrap_argv(
+            input_dir=input_dir,
+            limits=limits,
+            readonly_paths=readonly_paths,
+            files=inputs.files,
+            folders=inputs.folders,
+            mounts={inside: str(host) for inside, host in self.mounts.items()},
+            output=self.output,
+            environment=self.environment,
         )
 
 
@@ -207,16 +237,12 @@ def _run_bubblewrap(
                 error=SCRATCH_TOO_SMALL,
                 limit=SCRATCH,
             )
-        options = bwrap_argv(
-            input_dir=input_dir,
-            limits=limits,
-            readonly_paths=readonly_paths,
-            files=inputs.files,
-            folders=inputs.folders,
-            mounts={inside: str(host) for inside, host in folders.mounts.items()},
-            output=folders.output,
-            environment=folders.environment,
+        options = folders.bwrap_options(
+            input_dir=input_dir, limits=limits, readonly_paths=readonly_paths, inputs=inputs
         )
+        # A stage that hands its output folder back sends it on the result channel, kept in a
+        # host file bounded by the scratch space it came from.
+        spool = stack.enter_context(tempfile.TemporaryFile()) if folders.collect else None
         with bubblewrap_started(
             launcher=_launcher(bwrap),
             options=[*options, *surface.args],
@@ -224,16 +250,37 @@ def _run_bubblewrap(
             extra_fds=(*inputs.fds, *surface.fds),
         ) as process:
             seen = pump(
-                process, limits=limits, started=started, result_channel=True, on_output=on_output
+                process,
+                limits=limits,
+                started=started,
+                result_channel=True,
+                on_output=on_output,
+                spool=spool,
+                spool_cap=limits.scratch_bytes + MAX_METRICS_BYTES + SPOOL_MARGIN,
             )
-    outcome = _outcome_of(seen, limits=limits, started=started)
-    if not (seen.timed_out or seen.output_exceeded):
-        _parse_result(
-            bytes(seen.result),
-            outcome,
-            bwrap_status=process.returncode,
-            name=posixpath.basename(folders.result),
+        return _bubblewrap_outcome(
+            seen, folders, limits=limits, started=started, status=process.returncode
         )
+
+
+def _bubblewrap_outcome(
+    seen: Pumped, folders: _Folders, *, limits: Limits, started: float, status: int
+) -> Outcome:
+    outcome = _outcome_of(seen, limits=limits, started=started)
+    if seen.timed_out or seen.output_exceeded:
+        return outcome
+    raw, problem = bytes(seen.result), ""
+    if seen.spool is not None and folders.collect is not None:
+        raw, problem = exported_report(
+            seen.spool,
+            folders.collect,
+            max_bytes=limits.scratch_bytes,
+            overflow=seen.spool_overflow,
+        )
+    name = posixpath.basename(folders.result)
+    _parse_result(raw, outcome, bwrap_status=status, name=name)
+    if problem and not outcome.error:
+        outcome.error = problem
     return outcome
 
 
