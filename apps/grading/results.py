@@ -18,8 +18,14 @@ from typing import Any
 from django.conf import settings
 
 from apps.grading.stages import StageOutcome
+from apps.submissions.models import SubmissionStatus
 
-OUTCOMES = ("completed", "review_pending", "failed")
+# The statuses a grading may leave a submission in.
+OUTCOMES = (
+    SubmissionStatus.COMPLETED.value,
+    SubmissionStatus.REVIEW_PENDING.value,
+    SubmissionStatus.FAILED.value,
+)
 
 
 @dataclass(frozen=True)
