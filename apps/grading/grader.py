@@ -17,7 +17,7 @@ unless the operator asked for unsandboxed grading by name (`GRADING_ALLOW_UNSAND
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import math
 import os
@@ -36,11 +36,18 @@ from apps.grading.isolation import (
     BUBBLEWRAP,
     NONE,
     Limits,
-    Outcome,
     input_folder,
     input_folder_hand_over,
     isolation_probe,
-    run_program,
+)
+from apps.grading.results import GradingResult as GradingResult  # the Grader protocol's
+from apps.grading.results import result_from_stages
+from apps.grading.stages import (
+    BubblewrapBackend,
+    StageBackend,
+    StageSpec,
+    UnisolatedBackend,
+    pipeline_run,
 )
 
 logger = logging.getLogger(__name__)
@@ -62,18 +69,6 @@ class GradingRequest:
     config: dict[str, Any] = field(default_factory=dict)
     # Called with the program's output so far while it runs (live logs); a grader may ignore it.
     on_output: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class GradingResult:
-    """`outcome` is the submission's next status: completed, review_pending or failed."""
-
-    outcome: str
-    score: float | None = None
-    reason: str = ""
-    logs: str = ""
-    exit_code: int | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
 
 
 class Grader(Protocol):
@@ -199,135 +194,6 @@ def grader_startup_check() -> None:
         logger.info("grader: bubblewrap isolation (%s)", isolation.bwrap)
 
 
-# --- Results ----------------------------------------------------------------------------------
-
-
-def result_from_metrics(
-    metrics: Any, *, logs: str = "", exit_code: int | None = 0
-) -> GradingResult:
-    """Interpret a finished program's `metrics.json` (already parsed) as SPEC §5 and §10 say.
-
-    A finite numeric `score` within GRADING_SCORE_MIN..GRADING_SCORE_MAX and no `needs_review:
-    true` → completed; `needs_review: true`, no usable score or one out of range →
-    review_pending with the reason (a human decides).
-    """
-    if not isinstance(metrics, dict):
-        return GradingResult(
-            outcome="review_pending",
-            reason="metrics.json is not a JSON object; a reviewer must grade it.",
-            logs=logs,
-            exit_code=exit_code,
-        )
-    raw = metrics.get("score")
-    score: float | None = None
-    problem = ""
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        try:
-            value = float(raw)
-        except OverflowError:  # an integer too large for a float
-            value = math.inf
-        if not math.isfinite(value):
-            problem = "metrics.json has a score that is not a finite number"
-        elif not _score_in_range(value):
-            problem = (
-                f"metrics.json has a score of {value:g}, outside GRADING_SCORE_MIN.."
-                f"GRADING_SCORE_MAX ({_range_text()})"
-            )
-        else:
-            score = value
-    if metrics.get("needs_review") is True:
-        return GradingResult(
-            outcome="review_pending",
-            score=score,
-            reason="The program asked for a human review.",
-            logs=logs,
-            exit_code=exit_code,
-            metrics=metrics,
-        )
-    if score is None:
-        return GradingResult(
-            outcome="review_pending",
-            reason=(problem or "metrics.json has no numeric score") + "; a reviewer must grade it.",
-            logs=logs,
-            exit_code=exit_code,
-            metrics=metrics,
-        )
-    return GradingResult(
-        outcome="completed", score=score, logs=logs, exit_code=exit_code, metrics=metrics
-    )
-
-
-def _score_in_range(value: float) -> bool:
-    low, high = settings.GRADING_SCORE_MIN, settings.GRADING_SCORE_MAX
-    return (low is None or value >= float(low)) and (high is None or value <= float(high))
-
-
-def _range_text() -> str:
-    low, high = settings.GRADING_SCORE_MIN, settings.GRADING_SCORE_MAX
-    return f"{'-inf' if low is None else low} .. {'inf' if high is None else high}"
-
-
-def describe_exit(code: int) -> str:
-    if code >= 0:
-        return f"exit code {code}"
-    import signal
-
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = f"signal {-code}"
-    hints = {
-        "SIGXCPU": " (CPU time limit reached)",
-        "SIGXFSZ": " (file size limit reached)",
-        "SIGKILL": " (killed)",
-        "SIGSEGV": " (crashed, possibly out of memory)",
-    }
-    return f"killed by {name}{hints.get(name, '')}"
-
-
-def _result_from_outcome(outcome: Outcome, *, timeout: float) -> GradingResult:
-    if outcome.timed_out:
-        return GradingResult(
-            outcome="failed",
-            reason=f"Timed out after GRADING_TIMEOUT ({timeout:g} s); the program and "
-            "everything it started were killed.",
-            logs=outcome.logs,
-        )
-    if outcome.error:
-        return GradingResult(
-            outcome="failed", reason=outcome.error, logs=outcome.logs, exit_code=outcome.exit_code
-        )
-    code = outcome.exit_code if outcome.exit_code is not None else -1
-    if code != 0:
-        return GradingResult(
-            outcome="failed",
-            reason=f"The program failed: {describe_exit(code)}.",
-            logs=outcome.logs,
-            exit_code=code,
-        )
-    if outcome.metrics_problem:
-        return GradingResult(
-            outcome="failed", reason=outcome.metrics_problem, logs=outcome.logs, exit_code=0
-        )
-    if outcome.metrics is None:
-        return GradingResult(
-            outcome="review_pending",
-            reason="The program wrote no metrics.json; a reviewer must grade it.",
-            logs=outcome.logs,
-            exit_code=0,
-        )
-    try:
-        metrics = json.loads(outcome.metrics)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        return GradingResult(
-            outcome="failed",
-            reason=f"metrics.json is not valid JSON: {exc}",
-            logs=outcome.logs,
-            exit_code=0,
-        )
-    return result_from_metrics(metrics, logs=outcome.logs, exit_code=0)
-
-
 # --- The default grader -----------------------------------------------------------------------
 
 
@@ -351,9 +217,19 @@ def scratch_prepare(files: tuple[GradingFile, ...], root: Path) -> None:
         unpack_archive(archive, root, budget=budget, max_members=int(settings.MAX_ARCHIVE_MEMBERS))
 
 
+def stage_backend(isolation: Isolation) -> StageBackend:
+    """The backend that runs stages with the isolation in force."""
+    python = str(settings.GRADING_PYTHON)
+    if isolation.isolation == BUBBLEWRAP and isolation.bwrap is not None:
+        readonly = tuple(str(p) for p in settings.GRADING_READONLY_PATHS)
+        return BubblewrapBackend(bwrap=isolation.bwrap, python=python, readonly_paths=readonly)
+    return UnisolatedBackend(python=python)
+
+
 class SandboxGrader:
-    """The default grader: the program in a bubblewrap sandbox under the limits of
-    `grading_limits()` (see the module docstring and `apps.grading.isolation`)."""
+    """The default grader: a one-stage pipeline (`apps.grading.stages`), the submission's
+    program in a bubblewrap sandbox under the limits of `grading_limits()` (see the module
+    docstring and `apps.grading.isolation`)."""
 
     name = "sandbox"
 
@@ -362,6 +238,7 @@ class SandboxGrader:
         if not isolation.allowed:
             return GradingResult(outcome="failed", reason=isolation.reason)
         limits = grading_limits()
+        on_output = request.on_output
         with input_folder() as root:
             try:
                 scratch_prepare(request.files, root)
@@ -373,26 +250,23 @@ class SandboxGrader:
                     outcome="failed", reason=f"Entrypoint {request.entrypoint!r} not found."
                 )
             input_folder_hand_over(root, isolation=isolation.isolation)
-            outcome = run_program(
-                isolation=isolation.isolation,
-                bwrap=isolation.bwrap,
-                input_dir=root,
-                program=[request.entrypoint, request.config_file],
+            run = StageSpec(
+                name="run",
+                program=(request.entrypoint, request.config_file),
+                files=root,
                 limits=limits,
-                python=str(settings.GRADING_PYTHON),
-                readonly_paths=tuple(str(p) for p in settings.GRADING_READONLY_PATHS),
-                on_output=request.on_output,
             )
-        result = _result_from_outcome(outcome, timeout=limits.wall_seconds)
+            outcomes = pipeline_run(
+                [run],
+                backend=stage_backend(isolation),
+                on_logs=None if on_output is None else lambda _stage, logs: on_output(logs),
+            )
+        result = result_from_stages(outcomes, timeout=limits.wall_seconds)
         if isolation.isolation == NONE:
-            return GradingResult(
-                outcome=result.outcome,
-                score=result.score,
-                reason=result.reason,
+            return dataclasses.replace(
+                result,
                 logs="[yoyaku] WARNING: graded WITHOUT isolation. "
                 f"{isolation.reason}\n{result.logs}",
-                exit_code=result.exit_code,
-                metrics=result.metrics,
             )
         return result
 

@@ -33,10 +33,11 @@ from django.utils import timezone
 
 from apps.core.exceptions import InvalidTransition
 from apps.core.logcontext import log_bind
-from apps.grading.grader import GradingFile, GradingRequest, GradingResult
+from apps.grading.grader import GradingFile, GradingRequest
 from apps.grading.metrics import grading_attempt_started, grading_ended, grading_skipped
 from apps.grading.models import GRADING_ATTEMPT_TRANSITIONS, GradingAttempt, GradingOutcome
 from apps.grading.queueing import grading_enqueue
+from apps.grading.results import GradingResult
 from apps.grading.selectors import grading_job_get
 from apps.jobs.models import ACTIVE_JOB_STATUSES, FINISHED_JOB_STATUSES, Job, JobStatus
 from apps.jobs.services import job_finish, job_transition

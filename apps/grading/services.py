@@ -7,16 +7,15 @@ give back, the result's compare-and-set) is `apps.grading.leases`, over the subm
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import threading
 import time
 
-from django.db import DatabaseError, connection, connections
+from django.db import connection, connections
 
 from apps.core.cluster import WorkerStopping, interruptible, worker_leave, worker_stopping
 from apps.core.logcontext import log_context
-from apps.grading.grader import GradingResult, grader_get
+from apps.grading.grader import grader_get
 from apps.grading.leases import (
     Lease,
     grading_lease_acquire,
@@ -27,7 +26,8 @@ from apps.grading.leases import (
 )
 from apps.grading.metrics import grading_ended
 from apps.grading.queueing import grading_enqueue
-from apps.jobs.services import job_logs_progress
+from apps.grading.results import GradingResult, result_checked
+from apps.jobs.services import job_logs_sink
 from apps.submissions.models import SubmissionStatus
 
 logger = logging.getLogger(__name__)
@@ -60,15 +60,6 @@ class _LeaseKeeper(threading.Thread):
     def stop(self) -> None:
         self.stopped.set()
         self.join(timeout=30)
-
-
-def _logs_progress(job_id: str, logs: str) -> None:
-    """Live logs: never let a database hiccup end a grading (the final logs are written with
-    the result)."""
-    try:
-        job_logs_progress(job_id=job_id, logs=logs)
-    except DatabaseError:
-        logger.warning("grading: cannot show the running logs of job %s", job_id, exc_info=True)
 
 
 def grading_run(*, job_id: str) -> str:
@@ -105,9 +96,8 @@ def _grading_run(*, job_id: str) -> str:
         keeper.start()
     result: GradingResult | None = None
     try:
-        request = dataclasses.replace(
-            lease.request, on_output=functools.partial(_logs_progress, lease.job_id)
-        )
+        # Live logs go to the job through the jobs app's one seam.
+        request = dataclasses.replace(lease.request, on_output=job_logs_sink(job_id=lease.job_id))
         with interruptible():
             result = grader_get().grade(request)
     except WorkerStopping:
@@ -125,16 +115,7 @@ def _grading_run(*, job_id: str) -> str:
         grading_lease_give_back(lease=lease)
         worker_leave()
         return "interrupted"
-    if result.outcome not in (
-        SubmissionStatus.COMPLETED,
-        SubmissionStatus.REVIEW_PENDING,
-        SubmissionStatus.FAILED,
-    ):
-        result = GradingResult(
-            outcome=SubmissionStatus.FAILED.value,
-            reason=f"The grader returned an unknown outcome {result.outcome!r}.",
-            logs=result.logs,
-        )
+    result = result_checked(result)
     seconds = time.monotonic() - started
     if grading_result_record(lease=lease, result=result):
         grading_ended(outcome=result.outcome, seconds=seconds)

@@ -12,15 +12,9 @@ A package of its own with no Django import: it takes paths, limits and argv and 
 `python -m apps.grading.isolation` prints what this host can do.
 """
 
-from apps.grading.isolation.limits import MAX_METRICS_BYTES, Limits
+from apps.grading.isolation.limits import MAX_METRICS_BYTES, Limits, sandbox_host_uid
 from apps.grading.isolation.probe import Probe, interpreter_problem, isolation_probe
-from apps.grading.isolation.run import (
-    BUBBLEWRAP,
-    NONE,
-    Outcome,
-    run_program,
-    sandbox_host_uid,
-)
+from apps.grading.isolation.run import BUBBLEWRAP, NONE, Outcome, run_program
 from apps.grading.isolation.scratch import input_folder, input_folder_hand_over
 
 __all__ = [

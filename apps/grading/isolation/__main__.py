@@ -3,7 +3,9 @@ exactly as a worker would run it (no Django needed).
 
     python -m apps.grading.isolation probe [--python /usr/bin/python3]
     python -m apps.grading.isolation run --files DIR [--python P] [--isolation bubblewrap]
-        [--limits '{"wall_seconds": 10, ...}'] -- main.py config.yaml
+        [--limits '{"wall_seconds": 10, ...}'] [--mount /data=HOST_DIR ...] [--output /scores]
+        [--result /scores/scores.json] [--env NAME=VALUE ...] [--collect HOST_DIR]
+        -- main.py config.yaml
 
 Both print one JSON object.
 """
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from apps.grading.isolation.limits import Limits
 from apps.grading.isolation.probe import isolation_probe
-from apps.grading.isolation.run import BUBBLEWRAP, run_program
+from apps.grading.isolation.run import BUBBLEWRAP, METRICS_FILE, run_program
 from apps.grading.isolation.scratch import input_folder, input_folder_hand_over
 
 DEFAULT_LIMITS = Limits(
@@ -40,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=Path, help="run: the submission's files")
     parser.add_argument("--isolation", default=BUBBLEWRAP)
     parser.add_argument("--limits", default="{}", help="run: JSON overrides of the limits")
+    parser.add_argument("--mount", action="append", default=[], help="run: INSIDE=HOST, read-only")
+    parser.add_argument("--output", default="", help="run: the stage's writable output folder")
+    parser.add_argument("--result", default=METRICS_FILE, help="run: the file reported back")
+    parser.add_argument("--env", action="append", default=[], help="run: NAME=VALUE")
+    parser.add_argument("--collect", type=Path, help="run: receives the output folder")
     argv = list(sys.argv[1:] if argv is None else argv)
     program = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
@@ -61,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
             limits=limits,
             python=args.python,
             readonly_paths=tuple(args.readonly),
+            mounts={inside: Path(host) for inside, _, host in _pairs(args.mount)},
+            output=args.output,
+            result=args.result,
+            environment={name: value for name, _, value in _pairs(args.env)},
+            collect=args.collect,
         )
     body = asdict(outcome)
     body["metrics"] = (
@@ -68,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(json.dumps(body))  # noqa: T201 - the command's output
     return 0
+
+
+def _pairs(values: list[str]) -> list[tuple[str, str, str]]:
+    return [value.partition("=") for value in values]
 
 
 if __name__ == "__main__":

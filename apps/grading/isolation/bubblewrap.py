@@ -10,6 +10,9 @@ Inside, the program sees:
 - `/sandbox`: one tmpfs of `scratch_bytes` holding `work/` (its working folder, a copy of the
   submission's files) and `tmp/` (`/tmp` is a link to it): the only writable places;
 - the submission's files read-only at `/input`, copied into `work/` by the runner.
+- a stage's own read-only folders at the paths it names (`/data`, `/reference`, ...), and its
+  writable output folder (`/output`, `/scores`, ...) as a link to `/sandbox/output`, on the
+  same tmpfs.
 
 It runs as uid/gid 1000 inside a new user namespace with no capabilities, `no_new_privs`, no
 further user namespaces (`--disable-userns`), in a new session, and dies with the worker
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +35,7 @@ INPUT_DIR = "/input"
 SANDBOX_ROOT = "/sandbox"
 WORK_DIR = "/sandbox/work"
 TMP_DIR = "/sandbox/tmp"
+OUTPUT_DIR = "/sandbox/output"
 INSIDE_UID = 1000
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 # Host folders that hold the interpreter and the system libraries; on merged-/usr systems the
@@ -40,18 +44,25 @@ _ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Public, harmless files that make the loader and the clock work as on the host.
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 
-# The runner: the sandbox's first process after bubblewrap's PID 1, run by /bin/sh.
+# The runner: the sandbox's first process after bubblewrap's PID 1, run by /bin/sh, with the
+# result file's path as its first argument (`metrics.json` of the working folder for a grading)
+# and, second, the output folder to hand back ("" for none).
 #   1. copy the submission's files into the working folder when they come as a read-only
 #      folder at /input (many files; a few come as `--file` copies made by bubblewrap itself);
 #   2. run the program with its stdout joined to stderr (the logs); the runner's own stdout is
 #      the result channel, which the program does not inherit;
 #   3. kill every other process of the sandbox (whatever the program forked, setsid or not),
-#      so nothing can change metrics.json while it is read;
-#   4. report: the exit status, then one letter for metrics.json (F regular file followed by
-#      at most MAX_METRICS_BYTES + 1 bytes of it, L link, S special file, N none).
+#      so nothing can change the result file while it is read;
+#   4. report: the exit status, then one letter for the result file (F regular file followed by
+#      at most MAX_METRICS_BYTES + 1 bytes of it, L link, S special file, N none); with an
+#      output folder to hand back, the letter ends with a line (F with the file's size) and
+#      the folder follows as a tar stream, bounded by the tmpfs it lives on.
 # A program can tamper with its own runner (same uid): that changes only its own result,
 # which the worker validates like any metrics.json.
 RUNNER = f"""
+result=$1
+export=$2
+shift 2
 if [ -d {INPUT_DIR} ]; then
   cp -R {INPUT_DIR}/. . || {{ echo "yoyaku: the files do not fit in the sandbox" >&2; exit 125; }}
 fi
@@ -59,9 +70,18 @@ fi
 rc=$?
 kill -9 -1 2>/dev/null
 printf '%s\\n' "$rc"
-if [ -L metrics.json ]; then printf L
-elif [ -f metrics.json ]; then printf F; exec head -c {MAX_METRICS_BYTES + 1} metrics.json
-elif [ -e metrics.json ]; then printf S
+if [ -n "$export" ]; then
+  if [ -L "$result" ]; then printf 'L\\n'
+  elif [ -f "$result" ]; then
+    printf 'F%s\\n' "$(wc -c < "$result")"; head -c {MAX_METRICS_BYTES + 1} "$result"
+  elif [ -e "$result" ]; then printf 'S\\n'
+  else printf 'N\\n'
+  fi
+  exec tar -C "$export" -cf - . 2>/dev/null
+fi
+if [ -L "$result" ]; then printf L
+elif [ -f "$result" ]; then printf F; exec head -c {MAX_METRICS_BYTES + 1} "$result"
+elif [ -e "$result" ]; then printf S
 else printf N
 fi
 """
@@ -101,75 +121,73 @@ def bwrap_argv(
     readonly_paths: Sequence[str] = (),
     files: Sequence[InputFile] | None = None,
     folders: Sequence[str] = (),
+    mounts: Mapping[str, str] | None = None,
+    output: str = "",
+    environment: Mapping[str, str] | None = None,
 ) -> list[str]:
     """bubblewrap's options that run a new sandbox holding a copy of the submission's files
     (the command is `runner_argv`'s): with `files`, bubblewrap writes them (and `folders`)
     into the working folder itself; without, `input_dir` is mounted read-only at /input and
-    the runner copies it."""
-    args = [
-        "--unshare-all",
-        "--unshare-user",
-        "--disable-userns",
-        "--die-with-parent",
-        "--new-session",
-        "--uid",
-        str(INSIDE_UID),
-        "--gid",
-        str(INSIDE_UID),
-        "--hostname",
-        "sandbox",
-        *_root_filesystem(),
-    ]
+    the runner copies it.
+
+    A stage may add host folders read-only at paths of its own (`mounts`: inside path → host
+    folder, checked by `mounts.stage_folders_problem`), a writable `output` folder (a link into
+    the sandbox's tmpfs, so it shares `scratch_bytes`) and variables to the environment (the
+    fixed ones of `sandbox_env` win)."""
+    args = [*_NAMESPACES, *_root_filesystem()]
     for path in readonly_paths:
         args += ["--ro-bind", path, path]
-    args += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--size",
-        str(limits.shm_bytes),
-        "--tmpfs",
-        "/dev/shm",  # noqa: S108 - the sandbox's own tmpfs
-        *(["--ro-bind", str(input_dir), INPUT_DIR] if files is None else []),
-        "--size",
-        str(limits.scratch_bytes),
-        "--tmpfs",
-        SANDBOX_ROOT,
-        "--dir",
-        WORK_DIR,
-        "--dir",
-        TMP_DIR,
-        "--symlink",
-        TMP_DIR,
-        "/tmp",  # noqa: S108 - a link into the sandbox's own tmpfs
-    ]
+    for inside, host in (mounts or {}).items():
+        args += ["--ro-bind", host, inside]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm"]  # noqa: S108 - its own
+    if files is None:
+        args += ["--ro-bind", str(input_dir), INPUT_DIR]
+    args += _scratch(limits, output=output)
     for folder in folders:
         args += ["--dir", f"{WORK_DIR}/{folder}"]
     for file in files or ():
         args += ["--perms", "0755" if file.executable else "0644"]
         args += ["--file", str(file.fd), f"{WORK_DIR}/{file.path}"]
-    args += [
-        "--remount-ro",
-        "/dev",
-        "--remount-ro",
-        "/",
-        "--chdir",
-        WORK_DIR,
-        "--clearenv",
-    ]
-    for name, value in sandbox_env(home=WORK_DIR, tmp=TMP_DIR).items():
+    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK_DIR, "--clearenv"]
+    for name, value in sandbox_env(home=WORK_DIR, tmp=TMP_DIR, extra=environment).items():
         args += ["--setenv", name, value]
+    return args
+
+
+_NAMESPACES = (
+    "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+    "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--hostname", "sandbox",
+)  # fmt: skip
+
+
+def _scratch(limits: Limits, *, output: str) -> list[str]:
+    """The one writable tmpfs: the working folder, /tmp (a link into it) and the stage's
+    output folder (a link into it)."""
+    args = ["--size", str(limits.scratch_bytes), "--tmpfs", SANDBOX_ROOT]
+    args += ["--dir", WORK_DIR, "--dir", TMP_DIR]
+    args += ["--symlink", TMP_DIR, "/tmp"]  # noqa: S108 - a link into the sandbox's own tmpfs
+    if output:
+        args += ["--dir", OUTPUT_DIR, "--symlink", OUTPUT_DIR, output]
     return args
 
 
 PRLIMIT = "/usr/bin/prlimit"
 
 
-def runner_argv(*, python: str, program: Sequence[str], limits: Limits) -> list[str]:
+def runner_argv(
+    *,
+    python: str,
+    program: Sequence[str],
+    limits: Limits,
+    result: str = "metrics.json",
+    export: str = "",
+) -> list[str]:
     """The sandbox's command: the runner, which runs `python -E -s *program` (see
     `PYTHON_FLAGS`) in the working folder under the rlimits, set (hard and soft, so they can
-    only be lowered) by util-linux's `prlimit` as it executes the interpreter.
+    only be lowered) by util-linux's `prlimit` as it executes the interpreter, then reports
+    the `result` file (relative to the working folder, or absolute inside the sandbox) and,
+    when `export` names the output folder, that folder's files.
 
     RLIMIT_NPROC counts the tasks of the sandbox's uid in its own user namespace: the budget
     is the sandbox's alone, whatever else the worker's uid runs on the host."""
@@ -182,13 +200,16 @@ def runner_argv(*, python: str, program: Sequence[str], limits: Limits) -> list[
         "--core=0",
     ]
     return [
-        "/bin/sh", "-c", RUNNER, "runner", PRLIMIT, *rlimits, "--", python, *PYTHON_FLAGS, *program
+        "/bin/sh", "-c", RUNNER, "runner", result, export,
+        PRLIMIT, *rlimits, "--", python, *PYTHON_FLAGS, *program,
     ]  # fmt: skip
 
 
-def sandbox_env(*, home: str, tmp: str) -> dict[str, str]:
-    """The program's whole environment: fixed values, nothing taken from the worker's."""
+def sandbox_env(*, home: str, tmp: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The program's whole environment: fixed values, nothing taken from the worker's, and a
+    stage's `extra` variables (which cannot replace a fixed one)."""
     return {
+        **(extra or {}),
         "PATH": SANDBOX_PATH,
         "LANG": "C.UTF-8",
         "HOME": home,

@@ -1,7 +1,14 @@
-"""What a sandboxed program may spend. Plain data: no Django, no I/O."""
+"""What a sandboxed program may spend (`Limits`, plain data), and how those bounds and the
+sandbox's host uid are set on a process. No Django."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
+import resource
+import signal
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 
@@ -46,3 +53,61 @@ OUTPUT_KILL_FACTOR = 16
 PYTHON_FLAGS = ("-E", "-s")
 # `metrics.json` larger than this is refused.
 MAX_METRICS_BYTES = 1024 * 1024
+
+
+# --- How the bounds are set on a process ------------------------------------------------------
+
+# Under a root worker the sandbox runs as an unprivileged host uid of its own, chosen per worker
+# process (a worker grades one submission at a time), so concurrent gradings never share a
+# process budget. No passwd entry is needed.
+SANDBOX_UID_BASE = 60000
+SANDBOX_UID_SPAN = 5000
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def sandbox_host_uid() -> int | None:
+    """The host uid a root worker gives its sandboxes; None when the worker is not root (the
+    sandbox then keeps the worker's own uid, unprivileged already)."""
+    if os.geteuid() != 0:
+        return None
+    return SANDBOX_UID_BASE + os.getpid() % SANDBOX_UID_SPAN
+
+
+def tasks_of_uid(uid: int) -> int:
+    """Threads and processes the kernel counts against `uid`'s RLIMIT_NPROC right now."""
+    count = 0
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if entry.stat().st_uid == uid:
+                        count += len(os.listdir(f"/proc/{entry.name}/task"))
+    return count
+
+
+def rlimits(limits: Limits, *, processes: int) -> list[tuple[int, int]]:
+    """The rlimits of an unisolated run (inside bubblewrap `runner_argv` sets the same ones)."""
+    return [
+        (resource.RLIMIT_CPU, max(1, limits.cpu_seconds)),
+        (resource.RLIMIT_AS, limits.memory_bytes),
+        (resource.RLIMIT_FSIZE, limits.file_bytes),
+        (resource.RLIMIT_NPROC, processes),
+        (resource.RLIMIT_NOFILE, limits.open_files),
+        (resource.RLIMIT_CORE, 0),
+    ]
+
+
+def child_setup(values: list[tuple[int, int]]) -> Callable[[], None]:
+    """Runs in the forked child after its uid change, before exec: hard and soft limits (a
+    program can lower them, never raise them), and SIGKILL when the worker dies."""
+    setrlimit = resource.setrlimit
+    prctl = _libc.prctl
+
+    def setup() -> None:
+        for which, value in values:
+            setrlimit(which, (value, value))
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+    return setup

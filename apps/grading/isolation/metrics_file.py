@@ -1,4 +1,4 @@
-"""Reading a program's `metrics.json` from the host side (unisolated runs)."""
+"""Reading a program's result file (`metrics.json`) from the host side (unisolated runs)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ def read_metrics_file(path: Path) -> tuple[bytes | None, str]:
     except FileNotFoundError:
         return None, ""
     except OSError:
-        return None, "metrics.json is not a regular file."
+        return None, f"{path.name} is not a regular file."
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None, "metrics.json is not a regular file."
+            return None, f"{path.name} is not a regular file."
         raw = handle.read(MAX_METRICS_BYTES + 1)
     if len(raw) > MAX_METRICS_BYTES:
-        return None, f"metrics.json is larger than {MAX_METRICS_BYTES} bytes."
+        return None, f"{path.name} is larger than {MAX_METRICS_BYTES} bytes."
     return raw, ""

@@ -10,7 +10,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from apps.grading.isolation.run import NONE, sandbox_host_uid
+from apps.grading.isolation.limits import sandbox_host_uid
+from apps.grading.isolation.run import NONE
 
 
 @contextlib.contextmanager

@@ -4,7 +4,7 @@
 - `idempotency` — the key protocol (resolve, claim, bind, release; `idempotent_transaction`
   ties claim, bind and release into one context manager) and the cleanup of keys;
 - `lifecycle` — the only writers of a job's status (`job_transition`, `job_finish`), running
-  logs and `job_cancel`.
+  logs (`job_logs_sink`, the seam a grader writes them through) and `job_cancel`.
 
 The quota decision and the job's insert are `apps.jobs.admission`. The names below are the
 app's public services, for other apps and the API.
@@ -22,7 +22,13 @@ from apps.jobs.services.idempotency import (
     idempotency_retry_after,
     idempotent_transaction,
 )
-from apps.jobs.services.lifecycle import job_cancel, job_finish, job_logs_progress, job_transition
+from apps.jobs.services.lifecycle import (
+    job_cancel,
+    job_finish,
+    job_logs_progress,
+    job_logs_sink,
+    job_transition,
+)
 from apps.jobs.services.submission import SubmitResult, job_config_cost, job_submit
 
 __all__ = [
@@ -41,6 +47,7 @@ __all__ = [
     "job_config_cost",
     "job_finish",
     "job_logs_progress",
+    "job_logs_sink",
     "job_submit",
     "job_transition",
 ]

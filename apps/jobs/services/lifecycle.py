@@ -1,4 +1,5 @@
-"""A job's status after it exists: transitions, the grader's finish, running logs, cancellation.
+"""A job's status after it exists: transitions, the grader's finish, running logs (the sink a
+grader writes them through), cancellation.
 
 This module is the only code that writes a job's status, and every write is the one
 compare-and-set of `apps.core.transitions` over `JOB_TRANSITIONS`: `job_transition` (on the
@@ -9,11 +10,13 @@ A job is born `queued` by admission (`apps.jobs.admission`); nothing else writes
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from apps.core.exceptions import InvalidTransition
@@ -23,6 +26,8 @@ from apps.jobs.selectors import job_get
 from apps.submissions.models import IN_FLIGHT_STATUSES
 from apps.submissions.selectors import submission_get
 from apps.submissions.services.leases import submission_lease_cancel
+
+logger = logging.getLogger(__name__)
 
 
 def job_transition(*, job: Job, to: JobStatus, **fields: Any) -> Job:
@@ -66,6 +71,21 @@ def job_logs_progress(*, job_id: str, logs: str) -> bool:
     conditional UPDATE of `logs` only, while the job is `running`, so it never touches a
     finished job's final logs (written by `job_finish`). False when the job is not running."""
     return Job.objects.filter(pk=job_id, status=JobStatus.RUNNING).update(logs=logs) == 1
+
+
+def job_logs_sink(*, job_id: str) -> Callable[[str], None]:
+    """The one seam through which a running program's output reaches its job: a callable
+    `(logs so far) -> None` for a grader to call while the program runs, writing through
+    `job_logs_progress`. It never raises for a database error (logged): the final logs are
+    written with the result, and a hiccup of the live view must not end a grading."""
+
+    def show(logs: str) -> None:
+        try:
+            job_logs_progress(job_id=job_id, logs=logs)
+        except DatabaseError:
+            logger.warning("jobs: cannot show the running logs of job %s", job_id, exc_info=True)
+
+    return show
 
 
 def job_cancel(*, job_id: str, user: AbstractBaseUser | None = None) -> Job:
