@@ -39,7 +39,7 @@ _METADATA_KEY = "yoyaku_api"
 
 
 @dataclasses.dataclass(frozen=True)
-class _Spec:
+class _Reading:
     key: str | None = None
     decode: Reader | None = None
     missing: str = ""
@@ -52,7 +52,7 @@ def api(
     """A field's reading rule, as `dataclasses.field(metadata=api(...))`: `key` the answer's
     name for it, `decode` a conversion of its own, `missing` the text of a missing string,
     `skip` not read from the answer at all."""
-    return {_METADATA_KEY: _Spec(key=key, decode=decode, missing=missing, skip=skip)}
+    return {_METADATA_KEY: _Reading(key=key, decode=decode, missing=missing, skip=skip)}
 
 
 def parse_time(value: Any) -> dt.datetime | None:
@@ -93,11 +93,13 @@ def _readers(cls: type[Any]) -> tuple[tuple[str, str, Reader], ...]:
     hints = typing.get_type_hints(cls)
     readers = []
     for item in dataclasses.fields(cls):
-        spec = item.metadata.get(_METADATA_KEY, _Spec())
-        if spec.skip:
+        reading = item.metadata.get(_METADATA_KEY, _Reading())
+        if reading.skip:
             continue
-        read = spec.decode or _rule(hints[item.name], spec.missing, f"{cls.__name__}.{item.name}")
-        readers.append((item.name, spec.key or item.name, read))
+        read = reading.decode or _rule(
+            hints[item.name], reading.missing, f"{cls.__name__}.{item.name}"
+        )
+        readers.append((item.name, reading.key or item.name, read))
     return tuple(readers)
 
 

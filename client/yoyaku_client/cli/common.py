@@ -141,18 +141,18 @@ class IdCommand(Generic[R]):
     help: str
 
 
-def id_command(spec: IdCommand[Any]) -> click.Command:
+def id_command(entry: IdCommand[Any]) -> click.Command:
     """The click command of one `IdCommand` line."""
 
-    @click.argument(spec.argument)
+    @click.argument(entry.argument)
     @json_option
     def command(as_json: bool, **given: str) -> None:
         output = output_for(as_json)
         with open_client(output) as client:
-            answer = spec.call(client, spec.resolve(client, given[spec.argument]))
+            answer = entry.call(client, entry.resolve(client, given[entry.argument]))
         if as_json:
             output.json(answer)
         else:
-            spec.show(output, answer)
+            entry.show(output, answer)
 
-    return click.command(spec.name, help=spec.help)(command)
+    return click.command(entry.name, help=entry.help)(command)
