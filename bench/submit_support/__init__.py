@@ -1,1 +1,2 @@
-"""Support modules for bench/submit.py (settings and a baseline endpoint used only there)."""
+"""Support modules for bench/submit.py: its settings and a baseline endpoint (used only there),
+the harness (configuration, database, servers, load, figures) and the races."""
