@@ -1,7 +1,7 @@
-"""Modules a reader can hold in their head: no Python file of the platform or its client passes
-450 lines (migrations aside, which Django writes). Past ~400 lines a module is split along the
-seams it already has (`apps/submissions/services/`, `apps/schedule/execution/`,
-`client/yoyaku_client/cli/`)."""
+"""Modules a reader can hold in their head: no Python file of the platform, its client, its
+settings or its benchmarks passes 450 lines (migrations aside, which Django writes). Past ~400
+lines a module is split along the seams it already has (`apps/submissions/services/`,
+`apps/schedule/execution/`, `client/yoyaku_client/cli/`, `bench/chaoslib/`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 450
-CHECKED = ("apps", "client/yoyaku_client", "config")
+CHECKED = ("apps", "client/yoyaku_client", "config", "bench")
 
 
 def oversized(root: Path, limit: int = LIMIT) -> list[tuple[str, int]]:
