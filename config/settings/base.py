@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "apps.grading",
     "apps.review",
     "apps.schedule",
+    "apps.benchmarks",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,139 @@
+"""Challenges API (SPEC §11.1): apply a bundle, read challenges, public data, take part."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+from django.http import FileResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.benchmarks.api.parsers import BundleMultiPartParser, IncomingBundle
+from apps.benchmarks.api.serializers import (
+    ChallengeApplyInputSerializer,
+    ChallengeOutputSerializer,
+    DryRunOutputSerializer,
+    DryRunQuerySerializer,
+    ParticipantOutputSerializer,
+)
+from apps.benchmarks.exceptions import InvalidBundle
+from apps.benchmarks.selectors import challenge_get_visible, challenge_list
+from apps.benchmarks.services.apply import challenge_apply
+from apps.benchmarks.services.participants import challenge_participate, participant_approve
+from apps.benchmarks.services.public_data import phase_public_data
+from apps.core.api.base import ApiView
+from apps.core.api.downloads import DOWNLOAD_RESPONSE, attachment_response
+from apps.core.api.parsers import BoundedJSONParser
+from apps.core.api.schema import error_responses
+
+_BUNDLE_400 = (
+    "`invalid_bundle` with `fields` keyed by YAML path (`phases[1].metrics[0].direction`), "
+    "`unsafe_archive`."
+)
+
+
+class ChallengeListApi(ApiView):
+    parser_classes = [BundleMultiPartParser, BoundedJSONParser]
+    token_scopes = {"POST": "host"}
+
+    @extend_schema(
+        operation_id="challenges_list",
+        responses={200: ChallengeOutputSerializer(many=True), **error_responses()},
+    )
+    def get(self, request: Request) -> Response:
+        return self.respond(ChallengeOutputSerializer, challenge_list(user=self.user), many=True)
+
+    @extend_schema(
+        operation_id="challenges_apply",
+        request={"multipart/form-data": ChallengeApplyInputSerializer},
+        parameters=[OpenApiParameter("dry_run", bool, required=False)],
+        responses={
+            200: ChallengeOutputSerializer,
+            201: ChallengeOutputSerializer,
+            **error_responses(400, 415, _400=_BUNDLE_400),
+        },
+        description="Apply a bundle (a .zip with challenge.yaml at its root). With `dry_run` "
+        "the answer is `{dry_run, slug, plan}` and nothing changes.",
+    )
+    def post(self, request: Request) -> Response:
+        query = self.query(DryRunQuerySerializer)
+        data = self.validated(ChallengeApplyInputSerializer, request.data, error=InvalidBundle)
+        if "upload_id" in data:
+            raise InvalidBundle(
+                "Resumable uploads are not available yet.",
+                fields={"upload_id": ["resumable uploads are not available yet: send the "
+                                      "bundle as the multipart file `bundle`"]},
+            )
+        bundle = request.FILES.get("bundle")
+        if not isinstance(bundle, IncomingBundle):
+            raise InvalidBundle(
+                "Send the bundle as the multipart file `bundle`.",
+                fields={"bundle": ["is required"]},
+            )
+        from pathlib import Path
+
+        result = challenge_apply(
+            user=self.user,
+            bundle_path=Path(bundle.temporary_file_path()),
+            sha256=bundle.sha256,
+            dry_run=bool(query.get("dry_run") or data.get("dry_run")),
+        )
+        if result.dry_run:
+            body = {"dry_run": True, "slug": result.slug, "plan": [op.as_dict() for op in result.plan]}
+            return Response(body, status=HTTPStatus.OK)
+        challenge = challenge_get_visible(slug=result.slug, user=self.user)
+        status = HTTPStatus.CREATED if result.created else HTTPStatus.OK
+        return self.respond(ChallengeOutputSerializer, challenge, status=status)
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        for upload in getattr(request, "_files", {}).values() if hasattr(request, "_files") else []:
+            upload.close()
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+class ChallengeDetailApi(ApiView):
+    @extend_schema(
+        operation_id="challenges_retrieve",
+        responses={200: ChallengeOutputSerializer, **error_responses(404)},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        return self.respond(ChallengeOutputSerializer, challenge_get_visible(slug=slug, user=self.user))
+
+
+class PhasePublicDataApi(ApiView):
+    @extend_schema(
+        operation_id="challenges_phases_public_data",
+        responses={(200, "application/octet-stream"): DOWNLOAD_RESPONSE, **error_responses(404)},
+    )
+    def get(self, request: Request, slug: str, phase: str) -> FileResponse:
+        stream = phase_public_data(user=self.user, slug=slug, phase_slug=phase)
+        return attachment_response(stream, filename=f"{slug}-{phase}-public-data.zip", sha256="")
+
+
+class ChallengeParticipateApi(ApiView):
+    @extend_schema(
+        operation_id="challenges_participate",
+        request=None,
+        responses={200: ParticipantOutputSerializer, **error_responses(404)},
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        return self.respond(
+            ParticipantOutputSerializer, challenge_participate(user=self.user, slug=slug)
+        )
+
+
+class ParticipantApproveApi(ApiView):
+    token_scopes = {"POST": "host"}
+
+    @extend_schema(
+        operation_id="challenges_participants_approve",
+        request=None,
+        responses={200: ParticipantOutputSerializer, **error_responses(404)},
+    )
+    def post(self, request: Request, slug: str, user_id: int) -> Response:
+        participant = participant_approve(user=self.user, slug=slug, user_id=user_id)
+        return self.respond(ParticipantOutputSerializer, participant)
