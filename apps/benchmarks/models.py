@@ -224,9 +224,7 @@ class ParticipantStatus(models.TextChoices):
 
 
 class Participant(models.Model):
-    challenge = models.ForeignKey(
-        Challenge, on_delete=models.CASCADE, related_name="participants"
-    )
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="participants")
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="participations"
     )

@@ -55,8 +55,10 @@ def _seen_by(user: AnyUser) -> Q:
     visible = ~Q(visibility=Visibility.PRIVATE)
     if not user.is_authenticated:
         return visible
-    return visible | Q(hosts__user_id=user.pk) | Q(
-        participants__user_id=user.pk, participants__status=ParticipantStatus.APPROVED
+    return (
+        visible
+        | Q(hosts__user_id=user.pk)
+        | Q(participants__user_id=user.pk, participants__status=ParticipantStatus.APPROVED)
     )
 
 

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import io
-
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +12,7 @@ from rest_framework.test import APIClient
 from tests.benchmarks.bundles import grant_add_challenge
 from tests.factories.users import make_user
 
-Apply = Callable[..., Response]
+Apply = Callable[..., Any]
 
 
 @pytest.fixture

@@ -37,11 +37,15 @@ def test_the_example_bundle_creates_the_challenge(
     assert [p["slug"] for p in body["phases"]] == ["dev", "code"]
     dev = body["phases"][0]
     assert [m["direction"] for m in dev["metrics"]] == ["max", "min"]
-    assert dev["splits"] == [{"name": "public", "hidden": False}, {"name": "private", "hidden": True}]
+    assert dev["splits"] == [
+        {"name": "public", "hidden": False},
+        {"name": "private", "hidden": True},
+    ]
     assert dev["limits"] == {"per_day": 5, "total": 100, "concurrent": 2}
     assert body["hosts"] == [{"id": host.pk, "username": "alice"}]
     assert "<h1>Handwritten digits (tiny)</h1>" in body["description_html"]
-    assert "reference_data" not in str(body) and "scoring" not in str(body)
+    assert "reference_data" not in str(body)
+    assert "scoring" not in str(body)
     assert len(_stored_bundles()) == 1
 
 
@@ -82,7 +86,8 @@ def test_dry_run_of_a_new_challenge_plans_creates_and_changes_nothing(
 
     assert response.status_code == HTTPStatus.OK
     body = response.json()
-    assert body["dry_run"] is True and body["slug"] == "digits"
+    assert body["dry_run"] is True
+    assert body["slug"] == "digits"
     assert {op["op"] for op in body["plan"]} == {"create"}
     assert {"phases.dev", "phases.code", "title"} <= {op["path"] for op in body["plan"]}
     assert not Challenge.objects.exists()

@@ -51,7 +51,9 @@ class BundleUploadHandler(FileUploadHandler):
             raise InvalidBundle(
                 "Send one bundle.", fields={"bundle": ["send exactly one file, named bundle"]}
             )
-        self.current = IncomingBundle(content_type=self.content_type, charset=self.charset)
+        self.current = IncomingBundle(
+            content_type=self.content_type or "application/zip", charset=self.charset
+        )
         self.received.append(self.current)
         self._hash = hashlib.sha256()
         self._size = 0

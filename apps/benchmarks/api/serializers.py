@@ -16,7 +16,7 @@ class UserOutputSerializer(serializers.Serializer[Any]):
 
 class MetricOutputSerializer(serializers.Serializer[Any]):
     key = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]
     direction = serializers.ChoiceField(choices=["max", "min"])
     precision = serializers.IntegerField()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from http import HTTPStatus
-from typing import Any
+from pathlib import Path
 
 from django.http import FileResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -14,7 +14,6 @@ from apps.benchmarks.api.parsers import BundleMultiPartParser, IncomingBundle
 from apps.benchmarks.api.serializers import (
     ChallengeApplyInputSerializer,
     ChallengeOutputSerializer,
-    DryRunOutputSerializer,
     DryRunQuerySerializer,
     ParticipantOutputSerializer,
 )
@@ -27,6 +26,7 @@ from apps.core.api.base import ApiView
 from apps.core.api.downloads import DOWNLOAD_RESPONSE, attachment_response
 from apps.core.api.parsers import BoundedJSONParser
 from apps.core.api.schema import error_responses
+from apps.submissions.api.views import ClosesUploadsMixin
 
 _BUNDLE_400 = (
     "`invalid_bundle` with `fields` keyed by YAML path (`phases[1].metrics[0].direction`), "
@@ -34,7 +34,7 @@ _BUNDLE_400 = (
 )
 
 
-class ChallengeListApi(ApiView):
+class ChallengeListApi(ClosesUploadsMixin, ApiView):
     parser_classes = [BundleMultiPartParser, BoundedJSONParser]
     token_scopes = {"POST": "host"}
 
@@ -63,8 +63,12 @@ class ChallengeListApi(ApiView):
         if "upload_id" in data:
             raise InvalidBundle(
                 "Resumable uploads are not available yet.",
-                fields={"upload_id": ["resumable uploads are not available yet: send the "
-                                      "bundle as the multipart file `bundle`"]},
+                fields={
+                    "upload_id": [
+                        "resumable uploads are not available yet: send the "
+                        "bundle as the multipart file `bundle`"
+                    ]
+                },
             )
         bundle = request.FILES.get("bundle")
         if not isinstance(bundle, IncomingBundle):
@@ -72,8 +76,6 @@ class ChallengeListApi(ApiView):
                 "Send the bundle as the multipart file `bundle`.",
                 fields={"bundle": ["is required"]},
             )
-        from pathlib import Path
-
         result = challenge_apply(
             user=self.user,
             bundle_path=Path(bundle.temporary_file_path()),
@@ -81,18 +83,15 @@ class ChallengeListApi(ApiView):
             dry_run=bool(query.get("dry_run") or data.get("dry_run")),
         )
         if result.dry_run:
-            body = {"dry_run": True, "slug": result.slug, "plan": [op.as_dict() for op in result.plan]}
+            body = {
+                "dry_run": True,
+                "slug": result.slug,
+                "plan": [op.as_dict() for op in result.plan],
+            }
             return Response(body, status=HTTPStatus.OK)
         challenge = challenge_get_visible(slug=result.slug, user=self.user)
         status = HTTPStatus.CREATED if result.created else HTTPStatus.OK
         return self.respond(ChallengeOutputSerializer, challenge, status=status)
-
-    def finalize_response(
-        self, request: Request, response: Response, *args: Any, **kwargs: Any
-    ) -> Response:
-        for upload in getattr(request, "_files", {}).values() if hasattr(request, "_files") else []:
-            upload.close()
-        return super().finalize_response(request, response, *args, **kwargs)
 
 
 class ChallengeDetailApi(ApiView):
@@ -101,7 +100,9 @@ class ChallengeDetailApi(ApiView):
         responses={200: ChallengeOutputSerializer, **error_responses(404)},
     )
     def get(self, request: Request, slug: str) -> Response:
-        return self.respond(ChallengeOutputSerializer, challenge_get_visible(slug=slug, user=self.user))
+        return self.respond(
+            ChallengeOutputSerializer, challenge_get_visible(slug=slug, user=self.user)
+        )
 
 
 class PhasePublicDataApi(ApiView):

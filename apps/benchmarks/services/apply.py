@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -56,10 +57,9 @@ class ApplyResult:
 
 def _may_apply(*, user: AbstractBaseUser, challenge: Challenge | None) -> None:
     if challenge is None:
-        if not user.has_perm(ADD_PERMISSION):
-            raise PermissionDenied(
-                f"Creating a challenge needs the permission {ADD_PERMISSION}."
-            )
+        has_perm: Any = getattr(user, "has_perm", None)
+        if has_perm is None or not has_perm(ADD_PERMISSION):
+            raise PermissionDenied(f"Creating a challenge needs the permission {ADD_PERMISSION}.")
     elif not challenge_may_manage(challenge=challenge, user=user):
         raise PermissionDenied("Only the challenge's hosts (and staff) may change it.")
 
@@ -105,8 +105,14 @@ def _phase_write(challenge: Challenge, config: PhaseConfig, order: int) -> None:
     phase.splits.all().delete()
     phase.baselines.all().delete()
     Metric.objects.bulk_create(
-        Metric(phase=phase, key=m.key, label=m.label, direction=m.direction,
-               precision=m.precision, order=i)
+        Metric(
+            phase=phase,
+            key=m.key,
+            label=m.label,
+            direction=m.direction,
+            precision=m.precision,
+            order=i,
+        )
         for i, m in enumerate(config.metrics)
     )
     Split.objects.bulk_create(
@@ -124,7 +130,9 @@ def _rows_write(challenge: Challenge, config: ChallengeConfig) -> None:
         user__username__in=config.hosts
     ).delete()
     users = get_user_model().objects.filter(username__in=config.hosts).order_by("pk")
-    present = set(ChallengeHost.objects.filter(challenge=challenge).values_list("user_id", flat=True))
+    present = set(
+        ChallengeHost.objects.filter(challenge=challenge).values_list("user_id", flat=True)
+    )
     ChallengeHost.objects.bulk_create(
         ChallengeHost(challenge=challenge, user=u) for u in users if u.pk not in present
     )
@@ -144,9 +152,7 @@ def _apply_locked(
         _may_apply(user=user, challenge=challenge)
         current = None if challenge is None else config_from_challenge(challenge)
         plan = bundle_plan(current, config)
-        if challenge is not None and (
-            challenge.bundle_sha256 == sha256 or not plan_changes(plan)
-        ):
+        if challenge is not None and (challenge.bundle_sha256 == sha256 or not plan_changes(plan)):
             return challenge, False, False, plan
         fields = {
             "title": config.title,

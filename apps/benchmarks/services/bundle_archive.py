@@ -44,9 +44,7 @@ class BundleArchive:
                 max_members=int(settings.MAX_ARCHIVE_MEMBERS),
                 max_unpacked=int(settings.MAX_BUNDLE_UNPACKED_SIZE),
             )
-            members = archive_members(
-                path, "zip", max_members=int(settings.MAX_ARCHIVE_MEMBERS)
-            )
+            members = archive_members(path, "zip", max_members=int(settings.MAX_ARCHIVE_MEMBERS))
         except ArchiveError as exc:
             if exc.kind == UNSAFE:
                 raise UnsafeBundle(str(exc)) from exc
@@ -79,9 +77,11 @@ class BundleArchive:
     def files_under(self, folder: str) -> list[tuple[str, ArchiveMember]]:
         """(path below `folder`, member) for each file under `folder`, by path."""
         return sorted(
-            ((name[len(folder) :], member)
-            for name, member in self.members.items()
-            if name.startswith(folder) and member.kind == "file"),
+            (
+                (name[len(folder) :], member)
+                for name, member in self.members.items()
+                if name.startswith(folder) and member.kind == "file"
+            ),
             key=lambda item: item[0],
         )
 

@@ -160,10 +160,15 @@ def _phase(archive: BundleArchive, raw: dict[str, Any], at: str, errors: _Errors
         errors.add(f"{at}.reveal", "is end, but the phase has no end: give a time or never")
     resources = {"timeout": None, "memory_mb": None, **raw.get("resources", {})}
     if resources["timeout"] is not None and resources["timeout"] > float(settings.GRADING_TIMEOUT):
-        errors.add(f"{at}.resources.timeout", f"must be at most {settings.GRADING_TIMEOUT} (GRADING_TIMEOUT)")
+        errors.add(
+            f"{at}.resources.timeout",
+            f"must be at most {settings.GRADING_TIMEOUT} (GRADING_TIMEOUT)",
+        )
     memory_max = int(settings.GRADING_MEMORY_LIMIT) // (1024 * 1024)
     if resources["memory_mb"] is not None and resources["memory_mb"] > memory_max:
-        errors.add(f"{at}.resources.memory_mb", f"must be at most {memory_max} (GRADING_MEMORY_LIMIT)")
+        errors.add(
+            f"{at}.resources.memory_mb", f"must be at most {memory_max} (GRADING_MEMORY_LIMIT)"
+        )
     baselines: list[tuple[str, str]] = []
     for index, folder_raw in enumerate(raw.get("baselines", [])):
         folder = _folder(archive, folder_raw, f"{at}.baselines[{index}]", errors)
@@ -219,7 +224,7 @@ def bundle_config(archive: BundleArchive, *, uploader: str) -> ChallengeConfig:
                 description = data.decode("utf-8")
             except UnicodeDecodeError:
                 errors.add("description", "must be UTF-8 text")
-    phases = []
+    phases: list[PhaseConfig] = []
     for index, raw in enumerate(document["phases"]):
         phase = _phase(archive, raw, f"phases[{index}]", errors)
         if phase.slug in [p.slug for p in phases]:

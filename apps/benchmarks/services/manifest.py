@@ -106,7 +106,10 @@ SCHEMA: dict[str, Any] = {
                         "type": "array",
                         "minItems": 1,
                         "maxItems": 50,
-                        "items": {"type": "string", "pattern": "^\\.[A-Za-z0-9][A-Za-z0-9.]{0,19}$"},
+                        "items": {
+                            "type": "string",
+                            "pattern": "^\\.[A-Za-z0-9][A-Za-z0-9.]{0,19}$",
+                        },
                     },
                     "limits": {
                         "type": "object",

@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.benchmarks.exceptions import ChallengeNotFound
-from apps.benchmarks.models import Participant, Participation, ParticipantStatus
+from apps.benchmarks.models import Participant, ParticipantStatus, Participation
 from apps.benchmarks.selectors import challenge_get_visible, challenge_may_manage
 from apps.core.exceptions import NotFound, PermissionDenied
 
@@ -25,12 +25,12 @@ def challenge_participate(*, user: AbstractBaseUser, slug: str) -> Participant:
         with transaction.atomic():
             return Participant.objects.create(
                 challenge=challenge,
-                user=user,
+                user_id=user.pk,
                 status=ParticipantStatus.APPROVED if approved else ParticipantStatus.PENDING,
                 approved_at=timezone.now() if approved else None,
             )
     except IntegrityError:
-        return Participant.objects.get(challenge=challenge, user=user)
+        return Participant.objects.get(challenge=challenge, user_id=user.pk)
 
 
 def participant_approve(*, user: AbstractBaseUser, slug: str, user_id: int) -> Participant:

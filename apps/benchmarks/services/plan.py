@@ -100,7 +100,11 @@ def config_from_challenge(challenge: Challenge) -> ChallengeConfig:
             reveal_at=p.reveal_at,
             final_selection=p.final_selection,
             file_types=list(p.file_types),
-            limits={"per_day": p.limit_per_day, "total": p.limit_total, "concurrent": p.limit_concurrent},
+            limits={
+                "per_day": p.limit_per_day,
+                "total": p.limit_total,
+                "concurrent": p.limit_concurrent,
+            },
             resources={"timeout": p.timeout_seconds, "memory_mb": p.memory_mb},
             baselines=[(b.folder, b.digest) for b in p.baselines.order_by("order")],
         )

@@ -28,12 +28,16 @@ def phase_public_data(*, user: AbstractBaseUser, slug: str, phase_slug: str) -> 
         raise NotFound("This phase has no public data.")
     with tempfile.TemporaryDirectory(prefix="yoyaku-bundle-") as folder:
         local = Path(folder) / "bundle.zip"
-        with storages["default"].open(challenge.bundle_file, "rb") as source, local.open("wb") as out:
+        with (
+            storages["default"].open(challenge.bundle_file, "rb") as source,
+            local.open("wb") as out,
+        ):
             shutil.copyfileobj(source, out, _CHUNK)
         result = tempfile.TemporaryFile()  # noqa: SIM115 - handed to the response, which closes it
-        with BundleArchive(local) as archive, zipfile.ZipFile(
-            result, "w", compression=zipfile.ZIP_DEFLATED
-        ) as out_zip:
+        with (
+            BundleArchive(local) as archive,
+            zipfile.ZipFile(result, "w", compression=zipfile.ZIP_DEFLATED) as out_zip,
+        ):
             for relative, member in archive.files_under(phase.public_data):
                 with archive.open_member(member) as data, out_zip.open(relative, "w") as target:
                     shutil.copyfileobj(data, target, _CHUNK)
