@@ -104,7 +104,7 @@ class DryRunOutputSerializer(serializers.Serializer[Any]):
 
 
 class ChallengeApplyInputSerializer(serializers.Serializer[Any]):
-    bundle = serializers.FileField(required=False)
+    bundle = serializers.FileField(required=False, allow_empty_file=True)
     upload_id = serializers.CharField(required=False)
     dry_run = serializers.BooleanField(required=False, default=False)
 

@@ -1,7 +1,7 @@
 """`challenge.yaml`: parsed safely, then validated by a JSON Schema (Draft 2020-12).
 
-The YAML is read with `yaml.safe_load` only, after two bounds: at most `MAX_MANIFEST_BYTES`,
-and no anchor or alias at all (a "billion laughs" document expands aliases into an exponential
+The YAML is read with `yaml.safe_load` only, after three bounds: at most `MAX_MANIFEST_BYTES`,
+nesting at most `MAX_MANIFEST_DEPTH` deep, and no anchor or alias at all (a "billion laughs" document expands aliases into an exponential
 tree that no later step could walk). Timestamps YAML reads as dates become ISO strings, so the
 schema sees exactly JSON. Each schema error is reported under its YAML path
 (`phases[1].metrics[0].direction`), with a message written for a person.
@@ -21,6 +21,7 @@ from apps.benchmarks.exceptions import InvalidBundle
 
 MAX_MANIFEST_BYTES = 256 * 1024
 MAX_DESCRIPTION_BYTES = 1024 * 1024
+MAX_MANIFEST_DEPTH = 16
 SLUG_PATTERN = "^[a-z0-9-]{1,50}$"
 METRIC_KEY_PATTERN = "^[a-z0-9_]{1,40}$"
 SPLIT_PATTERN = "^[a-z0-9_-]{1,50}$"
@@ -222,13 +223,25 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _refuse_anchors(text: str) -> None:
+def _refuse_expansions(text: str) -> None:
+    """Walk the YAML's events (no document is built): refuse anchors, aliases and nesting
+    deeper than `MAX_MANIFEST_DEPTH`, before `safe_load` builds anything."""
+    depth = 0
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise InvalidBundle(
                 "challenge.yaml uses YAML anchors or aliases, which bundles do not allow.",
                 fields={"challenge.yaml": ["must not use anchors or aliases (& and *)"]},
             )
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_MANIFEST_DEPTH:
+                raise InvalidBundle(
+                    "challenge.yaml is nested too deeply.",
+                    fields={"challenge.yaml": [f"must nest at most {MAX_MANIFEST_DEPTH} levels"]},
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def manifest_load(data: bytes) -> Any:
@@ -241,7 +254,7 @@ def manifest_load(data: bytes) -> Any:
         )
     try:
         text = data.decode("utf-8")
-        _refuse_anchors(text)
+        _refuse_expansions(text)
         document = yaml.safe_load(text)
     except InvalidBundle:
         raise
