@@ -1,10 +1,11 @@
 """`challenge.yaml`: parsed safely, then validated by a JSON Schema (Draft 2020-12).
 
 The YAML is read with `yaml.safe_load` only, after three bounds: at most `MAX_MANIFEST_BYTES`,
-nesting at most `MAX_MANIFEST_DEPTH` deep, and no anchor or alias at all (a "billion laughs" document expands aliases into an exponential
-tree that no later step could walk). Timestamps YAML reads as dates become ISO strings, so the
-schema sees exactly JSON. Each schema error is reported under its YAML path
-(`phases[1].metrics[0].direction`), with a message written for a person.
+nesting at most `MAX_MANIFEST_DEPTH` deep, and no anchor or alias at all (a "billion laughs"
+document expands aliases into an exponential tree that no later step could walk). Timestamps
+YAML reads as dates become ISO strings, so the schema sees exactly JSON. Each schema error is
+reported under its YAML path (`phases[1].metrics[0].direction`), with a message written for a
+person.
 """
 
 from __future__ import annotations
