@@ -77,7 +77,7 @@ def test_the_public_data_zip_holds_the_public_folder_only(
 ) -> None:
     apply_as(host)(bundle())
 
-    response = client_for(other_user).get("/api/challenges/digits/phases/dev/public-data/")
+    response: Any = client_for(other_user).get("/api/challenges/digits/phases/dev/public-data/")
 
     assert response.status_code == HTTPStatus.OK
     assert response["Content-Disposition"].startswith("attachment;")
