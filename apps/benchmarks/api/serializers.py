@@ -6,7 +6,16 @@ from typing import Any
 
 from rest_framework import serializers
 
-from apps.benchmarks.models import Challenge, Phase
+from apps.benchmarks.models import (
+    Challenge,
+    Direction,
+    ParticipantStatus,
+    Participation,
+    Phase,
+    PhaseKind,
+    Reveal,
+    Visibility,
+)
 
 
 class UserOutputSerializer(serializers.Serializer[Any]):
@@ -17,7 +26,7 @@ class UserOutputSerializer(serializers.Serializer[Any]):
 class MetricOutputSerializer(serializers.Serializer[Any]):
     key = serializers.CharField()
     label = serializers.CharField()  # type: ignore[assignment]
-    direction = serializers.ChoiceField(choices=["max", "min"])
+    direction = serializers.ChoiceField(choices=Direction.choices)
     precision = serializers.IntegerField()
 
 
@@ -44,11 +53,11 @@ class PhaseOutputSerializer(serializers.Serializer[Any]):
     title = serializers.CharField()
     start = serializers.DateTimeField()
     end = serializers.DateTimeField(allow_null=True)
-    kind = serializers.ChoiceField(choices=["predictions", "code"])
+    kind = serializers.ChoiceField(choices=PhaseKind.choices)
     metrics = MetricOutputSerializer(many=True)
     primary = serializers.CharField(source="primary_metric")
     splits = SplitOutputSerializer(many=True)
-    reveal = serializers.ChoiceField(choices=["end", "never", "time"])
+    reveal = serializers.ChoiceField(choices=Reveal.choices)
     reveal_at = serializers.SerializerMethodField()
     final_selection = serializers.IntegerField()
     file_types = serializers.ListField(child=serializers.CharField())
@@ -71,8 +80,8 @@ class ChallengeOutputSerializer(serializers.Serializer[Any]):
     slug = serializers.CharField()
     title = serializers.CharField()
     description_html = serializers.CharField()
-    visibility = serializers.ChoiceField(choices=["public", "unlisted", "private"])
-    participation = serializers.ChoiceField(choices=["open", "approval"])
+    visibility = serializers.ChoiceField(choices=Visibility.choices)
+    participation = serializers.ChoiceField(choices=Participation.choices)
     max_team_size = serializers.IntegerField()
     bundle_version = serializers.IntegerField()
     bundle_sha256 = serializers.CharField()
@@ -104,8 +113,24 @@ class DryRunOutputSerializer(serializers.Serializer[Any]):
 
 
 class ChallengeApplyInputSerializer(serializers.Serializer[Any]):
+    """Either form of the request: multipart `bundle` (+ `dry_run`), or JSON `upload_id`."""
+
     bundle = serializers.FileField(required=False, allow_empty_file=True)
     upload_id = serializers.CharField(required=False)
+    dry_run = serializers.BooleanField(required=False, default=False)
+
+
+class BundleMultipartSerializer(serializers.Serializer[Any]):
+    """The schema of the multipart form."""
+
+    bundle = serializers.FileField(help_text="The bundle: a .zip with challenge.yaml at its root.")
+    dry_run = serializers.BooleanField(required=False, default=False)
+
+
+class BundleUploadIdSerializer(serializers.Serializer[Any]):
+    """The schema of the JSON form (a finished resumable upload; not available yet)."""
+
+    upload_id = serializers.CharField()
     dry_run = serializers.BooleanField(required=False, default=False)
 
 
@@ -114,7 +139,7 @@ class DryRunQuerySerializer(serializers.Serializer[Any]):
 
 
 class ParticipantOutputSerializer(serializers.Serializer[Any]):
-    status = serializers.ChoiceField(choices=["approved", "pending"])
+    status = serializers.ChoiceField(choices=ParticipantStatus.choices)
     user = serializers.SerializerMethodField()
 
     def get_user(self, participant: Any) -> dict[str, Any]:

@@ -6,14 +6,22 @@ from http import HTTPStatus
 from pathlib import Path
 
 from django.http import FileResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.benchmarks.api.parsers import BundleMultiPartParser, IncomingBundle
 from apps.benchmarks.api.serializers import (
+    BundleMultipartSerializer,
+    BundleUploadIdSerializer,
     ChallengeApplyInputSerializer,
     ChallengeOutputSerializer,
+    DryRunOutputSerializer,
     DryRunQuerySerializer,
     ParticipantOutputSerializer,
 )
@@ -47,10 +55,20 @@ class ChallengeListApi(ClosesUploadsMixin, ApiView):
 
     @extend_schema(
         operation_id="challenges_apply",
-        request={"multipart/form-data": ChallengeApplyInputSerializer},
+        request={
+            "multipart/form-data": BundleMultipartSerializer,
+            "application/json": BundleUploadIdSerializer,
+        },
         parameters=[OpenApiParameter("dry_run", bool, required=False)],
         responses={
-            200: ChallengeOutputSerializer,
+            200: OpenApiResponse(
+                PolymorphicProxySerializer(
+                    component_name="ChallengeApplyOrPlan",
+                    serializers=[ChallengeOutputSerializer, DryRunOutputSerializer],
+                    resource_type_field_name=None,
+                ),
+                description="Updated (or unchanged) challenge; with `dry_run`, the plan.",
+            ),
             201: ChallengeOutputSerializer,
             **error_responses(400, 415, _400=_BUNDLE_400),
         },
@@ -83,12 +101,12 @@ class ChallengeListApi(ClosesUploadsMixin, ApiView):
             dry_run=bool(query.get("dry_run") or data.get("dry_run")),
         )
         if result.dry_run:
-            body = {
+            plan = {
                 "dry_run": True,
                 "slug": result.slug,
                 "plan": [op.as_dict() for op in result.plan],
             }
-            return Response(body, status=HTTPStatus.OK)
+            return self.respond(DryRunOutputSerializer, plan)
         challenge = challenge_get_visible(slug=result.slug, user=self.user)
         status = HTTPStatus.CREATED if result.created else HTTPStatus.OK
         return self.respond(ChallengeOutputSerializer, challenge, status=status)
