@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from http import HTTPStatus
 from pathlib import Path
@@ -14,6 +15,7 @@ from rest_framework.test import APIClient
 from apps.benchmarks.models import Challenge, Phase
 from tests.benchmarks.bundles import bundle, grant_add_challenge
 from tests.benchmarks.conftest import Apply
+from tests.factories.tokens import make_token
 from tests.factories.users import make_user
 
 
@@ -200,3 +202,14 @@ def test_a_post_without_a_bundle_is_invalid_bundle(
     assert response.status_code == HTTPStatus.BAD_REQUEST
     assert response.json()["code"] == "invalid_bundle"
     assert response.json()["fields"] == {"bundle": ["is required"]}
+
+
+def test_a_token_without_the_host_scope_cannot_apply_a_bundle(host: User) -> None:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token(host, scopes=['submit', 'read'])}")
+
+    response = client.post("/api/challenges/", {"bundle": io.BytesIO(bundle())}, format="multipart")
+
+    assert response.status_code == HTTPStatus.FORBIDDEN
+    assert response.json()["code"] == "insufficient_scope"
+    assert not Challenge.objects.exists()
