@@ -194,6 +194,11 @@ def challenge_apply(
     if dry_run:
         current = None if existing is None else config_from_challenge(existing)
         return ApplyResult(config.slug, bundle_plan(current, config), None, False, True)
+    if existing is not None and existing.bundle_sha256 == sha256:
+        # The same bytes again: nothing to store or write (decided again under the lock by
+        # whoever applies different bytes).
+        plan = bundle_plan(config_from_challenge(existing), config)
+        return ApplyResult(config.slug, plan, existing, False, False)
     key = f"{BUNDLE_PREFIX}/{config.slug}/{new_hex_id()}/bundle.zip"
     with bundle_path.open("rb") as source:
         stored = storages["default"].save(key, File(source, name="bundle.zip"))
