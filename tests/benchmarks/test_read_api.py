@@ -142,12 +142,25 @@ def test_an_approval_challenge_waits_for_a_host(
     assert client_for(other_user).get("/api/challenges/digits/").status_code == HTTPStatus.OK
 
 
-def test_approving_someone_who_did_not_ask_is_a_404(
+def test_a_host_admits_a_user_into_a_private_challenge_they_could_not_see(
+    host: User, apply_as: Callable[[User], Apply], client_for: Clients
+) -> None:
+    apply_as(host)(bundle(_visibility("private", "approval")))
+    carol = make_user(username="carol")
+    assert client_for(carol).get("/api/challenges/digits/").status_code == HTTPStatus.NOT_FOUND
+
+    response = client_for(host).post(f"/api/challenges/digits/participants/{carol.pk}/approve/")
+
+    assert response.status_code == HTTPStatus.OK
+    assert response.json()["status"] == "approved"
+    assert client_for(carol).get("/api/challenges/digits/").status_code == HTTPStatus.OK
+
+
+def test_approving_an_unknown_user_is_a_404(
     host: User, apply_as: Callable[[User], Apply], client_for: Clients
 ) -> None:
     apply_as(host)(bundle(_visibility("public", "approval")))
-    carol = make_user(username="carol")
 
-    response = client_for(host).post(f"/api/challenges/digits/participants/{carol.pk}/approve/")
+    response = client_for(host).post("/api/challenges/digits/participants/999999/approve/")
 
     assert response.status_code == HTTPStatus.NOT_FOUND

@@ -210,8 +210,9 @@ def challenge_apply(
                 )
                 break
             except IntegrityError:
-                # Another apply created the slug first: apply again as an update.
-                if attempt == _CREATE_ATTEMPTS:
+                # Another apply created the slug first: apply again as an update. Any other
+                # refusal by a constraint is not ours to retry.
+                if attempt == _CREATE_ATTEMPTS or challenge_get(slug=config.slug) is None:
                     raise
     except BaseException:
         _stored_delete(stored)

@@ -3,11 +3,11 @@ host."""
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from apps.benchmarks.exceptions import ChallengeNotFound
 from apps.benchmarks.models import Participant, ParticipantStatus, Participation
 from apps.benchmarks.selectors import challenge_get_visible, challenge_may_manage
 from apps.core.exceptions import NotFound, PermissionDenied
@@ -34,18 +34,27 @@ def challenge_participate(*, user: AbstractBaseUser, slug: str) -> Participant:
 
 
 def participant_approve(*, user: AbstractBaseUser, slug: str, user_id: int) -> Participant:
-    """A host (or staff) approves a participant; approving again changes nothing.
-    PermissionDenied for anyone else; NotFound for a user who did not ask to take part."""
-    try:
-        challenge = challenge_get_visible(slug=slug, user=user)
-    except ChallengeNotFound:
-        raise
+    """A host (or staff) admits a user: a pending participant is approved, a user who has not
+    asked is admitted at once (the only way into a private challenge, which others cannot see
+    to ask). Approving again changes nothing. PermissionDenied for anyone else; NotFound for
+    an unknown user. The approval is a compare-and-set (pending → approved); a concurrent
+    request to take part is decided by the unique (challenge, user) constraint."""
+    challenge = challenge_get_visible(slug=slug, user=user)
     if not challenge_may_manage(challenge=challenge, user=user):
         raise PermissionDenied("Only the challenge's hosts (and staff) approve participants.")
+    if not get_user_model().objects.filter(pk=user_id).exists():
+        raise NotFound("No such user.")
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            Participant.objects.get_or_create(
+                challenge=challenge,
+                user_id=user_id,
+                defaults={"status": ParticipantStatus.APPROVED, "approved_at": now},
+            )
+    except IntegrityError:
+        pass  # asked at the same instant: the row exists, approved below
     Participant.objects.filter(
         challenge=challenge, user_id=user_id, status=ParticipantStatus.PENDING
-    ).update(status=ParticipantStatus.APPROVED, approved_at=timezone.now())
-    participant = Participant.objects.filter(challenge=challenge, user_id=user_id).first()
-    if participant is None:
-        raise NotFound("This user has not asked to take part in the challenge.")
-    return participant
+    ).update(status=ParticipantStatus.APPROVED, approved_at=now)
+    return Participant.objects.select_related("user").get(challenge=challenge, user_id=user_id)
