@@ -16,7 +16,6 @@ import logging
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -38,6 +37,7 @@ from apps.benchmarks.services.config import ChallengeConfig, PhaseConfig, bundle
 from apps.benchmarks.services.plan import PlanOp, bundle_plan, config_from_challenge, plan_changes
 from apps.core.exceptions import PermissionDenied
 from apps.core.models_utils import new_hex_id
+from apps.core.permissions import user_has_permission
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +57,7 @@ class ApplyResult:
 
 def _may_apply(*, user: AbstractBaseUser, challenge: Challenge | None) -> None:
     if challenge is None:
-        has_perm: Any = getattr(user, "has_perm", None)
-        if has_perm is None or not has_perm(ADD_PERMISSION):
+        if not user_has_permission(user, ADD_PERMISSION):
             raise PermissionDenied(f"Creating a challenge needs the permission {ADD_PERMISSION}.")
     elif not challenge_may_manage(challenge=challenge, user=user):
         raise PermissionDenied("Only the challenge's hosts (and staff) may change it.")
