@@ -45,6 +45,7 @@ migrate: $(RUN_STAMP)
 run: migrate
 	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py bootstrap
+	-DEBUG=$${DEBUG:-true} $(BIN)/python manage.py apply_bundle examples/benchmarks/digits --user admin
 	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py metrics_clean
 	@echo
 	@echo "  API:     http://127.0.0.1:$(PORT)/api/   (Authorization: Bearer <token above>)"

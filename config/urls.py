@@ -31,6 +31,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("", include("apps.jobs.api.urls")),
     path("", include("apps.review.api.urls")),
     path("", include("apps.schedule.api.urls")),
+    path("", include("apps.benchmarks.api.urls")),
     re_path(r"^.*$", ApiNotFound.as_view(), name="api-not-found"),
 ]
 

@@ -23,10 +23,16 @@ class NotReviewer(PermissionDenied):
 
 def user_is_reviewer(user: AbstractBaseUser | AnonymousUser | None) -> bool:
     """True for an authenticated user holding the reviewer permission (superusers hold all)."""
+    return user_has_permission(user, REVIEWER_PERMISSION)
+
+
+def user_has_permission(user: AbstractBaseUser | AnonymousUser | None, permission: str) -> bool:
+    """True for an authenticated user holding `permission` ("app_label.codename"); the one
+    place a user's permissions are asked, for the reviewer role and for others alike."""
     if user is None or not user.is_authenticated:
         return False
     has_perm: Any = getattr(user, "has_perm", None)
-    return bool(has_perm is not None and has_perm(REVIEWER_PERMISSION))
+    return bool(has_perm is not None and has_perm(permission))
 
 
 def reviewer_permission() -> Permission | None:

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "apps.grading",
     "apps.review",
     "apps.schedule",
+    "apps.benchmarks",
 ]
 
 MIDDLEWARE = [
@@ -282,6 +283,14 @@ SPECTACULAR_SETTINGS = {
         "LifeStateEnum": "apps.schedule.models.LifeState",
         "PlanStateEnum": "apps.schedule.models.PlanState",
         "TaskRunStateEnum": "apps.schedule.models.TaskRun.State",
+        # The plan kind keeps its name now that phases have a kind too.
+        "KindEnum": "apps.schedule.models.PlanKind",
+        "PhaseKindEnum": "apps.benchmarks.models.PhaseKind",
+        "ChallengeVisibilityEnum": "apps.benchmarks.models.Visibility",
+        "ChallengeParticipationEnum": "apps.benchmarks.models.Participation",
+        "MetricDirectionEnum": "apps.benchmarks.models.Direction",
+        "PhaseRevealEnum": "apps.benchmarks.models.Reveal",
+        "ParticipantStatusEnum": "apps.benchmarks.models.ParticipantStatus",
     },
     # Path parameters carry the pattern of the path converter that checks them.
     "PATH_CONVERTER_OVERRIDES": PATH_CONVERTER_SCHEMAS,

@@ -48,13 +48,19 @@ MAX_REQUEST_BODY_SIZE = int(
 # Every other request body (and an upload without a credential) carries at most this much; the
 # routes named here take MAX_REQUEST_BODY_SIZE (config/server/heads.py).
 MAX_REQUEST_BODY_SIZE_DEFAULT = int(env_number("MAX_REQUEST_BODY_SIZE_DEFAULT", 4 * 1024 * 1024))
-UPLOAD_URL_NAMES = ["submission-list", "submission-files"]
+UPLOAD_URL_NAMES = ["submission-list", "submission-files", "challenge-list"]
 # Bytes of request bodies one web worker holds at once (memory and disk); past it, 503.
 REQUEST_SPOOL_BUDGET = int(env_number("REQUEST_SPOOL_BUDGET", MAX_REQUEST_BODY_SIZE))
 SUBMISSION_DRAFT_TTL_DAYS = env_number("SUBMISSION_DRAFT_TTL_DAYS", 7)
 # Stored uploads no file row names (a web process killed between storing and committing) are
 # deleted by the `orphan_files` cleanup once this old: longer than any upload takes.
 STORED_ORPHAN_GRACE_MINUTES = env_number("STORED_ORPHAN_GRACE_MINUTES", 60)
+
+# --- Benchmarks (SPEC §11.1) -------------------------------------------------------------------
+# Bytes of one challenge bundle (a multipart body is bounded by MAX_REQUEST_BODY_SIZE as well),
+# and of its members once unpacked (a zip bomb is refused from its central directory).
+MAX_BUNDLE_SIZE = int(env_number("MAX_BUNDLE_SIZE", 5 * 1024**3))
+MAX_BUNDLE_UNPACKED_SIZE = int(env_number("MAX_BUNDLE_UNPACKED_SIZE", 20 * 1024**3))
 
 # --- Grading and review (SPEC §5) -------------------------------------------------------------
 GRADER = env.str("GRADER", default="apps.grading.grader.SandboxGrader")

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.urls import get_resolver
 from django.urls.resolvers import URLPattern, URLResolver
 
+from apps.benchmarks.api.parsers import BundleMultiPartParser
 from apps.submissions.api.parsers import SingleFileMultiPartParser, StreamingMultiPartParser
 from tests.processes import Start, read_all, start_procfile_web
 
@@ -245,7 +246,7 @@ def _named_patterns(
 
 
 def test_the_upload_url_names_are_exactly_the_routes_whose_views_stream_files() -> None:
-    upload_parsers = {StreamingMultiPartParser, SingleFileMultiPartParser}
+    upload_parsers = {StreamingMultiPartParser, SingleFileMultiPartParser, BundleMultiPartParser}
     streaming = {
         pattern.name
         for pattern in _named_patterns(get_resolver().url_patterns)

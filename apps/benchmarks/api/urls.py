@@ -1,0 +1,29 @@
+from django.urls import URLPattern, URLResolver, path
+
+from apps.benchmarks.api.views import (
+    ChallengeDetailApi,
+    ChallengeListApi,
+    ChallengeParticipateApi,
+    ParticipantApproveApi,
+    PhasePublicDataApi,
+)
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("challenges/", ChallengeListApi.as_view(), name="challenge-list"),
+    path("challenges/<slug:slug>/", ChallengeDetailApi.as_view(), name="challenge-detail"),
+    path(
+        "challenges/<slug:slug>/phases/<slug:phase>/public-data/",
+        PhasePublicDataApi.as_view(),
+        name="challenge-phase-public-data",
+    ),
+    path(
+        "challenges/<slug:slug>/participate/",
+        ChallengeParticipateApi.as_view(),
+        name="challenge-participate",
+    ),
+    path(
+        "challenges/<slug:slug>/participants/<int:user_id>/approve/",
+        ParticipantApproveApi.as_view(),
+        name="challenge-participant-approve",
+    ),
+]
