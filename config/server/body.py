@@ -2,9 +2,10 @@
 
 A body is read into a spooled temporary file (memory up to `SPOOL_MEMORY`, then disk) while
 the client sends it, so a client trickling a body holds a coroutine and a socket, never a
-thread. It must keep an average of `min_rate` bytes per second after `grace` seconds (408
-`request_timeout` otherwise) and stay within the limit its route allows (`BodyLimits`; refused
-from `Content-Length` before a byte is read when it declares more). Every byte held counts
+thread. It must keep bringing `min_rate` bytes per second after `grace` seconds, earlier bytes
+banking at most `grace` seconds of silence (408 `request_timeout` otherwise), and stay within
+the limit its route allows (`BodyLimits`; refused from `Content-Length` before a byte is read
+when it declares more). Every byte held counts
 against the worker's `SpoolBudget` until the request ends: past it, 503 `service_unavailable`
 with `Retry-After`.
 """
@@ -43,9 +44,16 @@ class BodyLimits:
     spool_dir: str | None = None
     default_size: int = 4 * 1024 * 1024  # bytes, everywhere else
 
-    def deadline(self, started: float, received: int) -> float:
-        """When the next byte is due: the rate allows `received` bytes by this time."""
-        return started + self.grace + received / self.min_rate
+    def first_due(self, started: float) -> float:
+        """When the first byte of a body is due."""
+        return started + self.grace
+
+    def next_due(self, due: float, now: float, size: int) -> float:
+        """When the next byte is due, `size` bytes having arrived at `now`: they earn
+        `size / min_rate` seconds, but never more than `grace` seconds ahead of now. Bytes sent
+        at once bank no silence: a body holding its bytes (and the spool budget) must keep
+        bringing `min_rate` bytes per second."""
+        return min(due + size / self.min_rate, now + self.grace)
 
 
 @dataclass(frozen=True)
@@ -158,11 +166,11 @@ async def read_body(
         return None
     loop = asyncio.get_running_loop()
     spool = ChargedSpool(budget, limits.spool_dir)
-    started, received = loop.time(), 0
+    due, received = limits.first_due(loop.time()), 0
     try:
         try:
             # One timeout for the whole body, moved on as bytes arrive (no task per chunk).
-            async with asyncio.timeout_at(limits.deadline(started, 0)) as deadline:
+            async with asyncio.timeout_at(due) as deadline:
                 while True:
                     message = await receive()
                     if message["type"] != "http.request":
@@ -179,7 +187,8 @@ async def read_body(
                     if not message.get("more_body", False):
                         spool.seek(0)
                         return spool
-                    deadline.reschedule(limits.deadline(started, received))
+                    due = limits.next_due(due, loop.time(), len(chunk))
+                    deadline.reschedule(due)
         except TimeoutError:
             await refuse(send, _too_slow(limits))
     except BaseException:
@@ -193,17 +202,17 @@ async def _drain(receive: Receive, limits: BodyLimits, size: int) -> None:
     """Read and drop up to `size` bytes of a refused body, at the body's minimum rate, so that
     a client still sending reads the answer rather than a reset connection."""
     loop = asyncio.get_running_loop()
-    started, received = loop.time(), 0
+    due, received = limits.first_due(loop.time()), 0
     while received <= size:
         try:
-            message = await asyncio.wait_for(
-                receive(), max(0.0, limits.deadline(started, received) - loop.time())
-            )
+            message = await asyncio.wait_for(receive(), max(0.0, due - loop.time()))
         except TimeoutError:
             return
         if message["type"] != "http.request" or not message.get("more_body", False):
             return
-        received += len(message.get("body", b""))
+        chunk = len(message.get("body", b""))
+        received += chunk
+        due = limits.next_due(due, loop.time(), chunk)
 
 
 async def refuse(send: Send, refusal: Refusal) -> None:

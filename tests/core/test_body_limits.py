@@ -199,6 +199,33 @@ def test_bodies_past_the_spool_budget_are_a_503_with_retry_after_until_the_held_
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+def test_a_body_sent_fast_then_stalled_is_cut_and_gives_its_bytes_back(
+    start_process: Start,
+) -> None:
+    """The minimum rate banked no credit: 500,000 bytes at once earned a body about 490 s of
+    silence at 1024 bytes/s, so two anonymous connections held the whole spool budget (every
+    body refused 503) for minutes, and a made-up token on an upload route for days."""
+    port, _ = start_procfile_web(
+        start_process,
+        REQUEST_SPOOL_BUDGET="1000000",
+        MAX_REQUEST_BODY_SIZE_DEFAULT="600000",
+        REQUEST_BODY_TIMEOUT="1",
+        WEB_CONCURRENCY="1",  # the budget is a worker's
+    )
+    with _holding(port, 2, 500_001, 500_000) as holders:
+        started = time.monotonic()
+        for sock in holders:
+            head, body = _head_and_body(sock, 10)
+            assert head.startswith(b"HTTP/1.1 408"), head
+            assert body["code"] == "request_timeout"
+        assert time.monotonic() - started < 5
+        # Their bytes are given back at once: a body that needs the budget reaches Django.
+        answer = _chunked(port, b"/api/jobs/", 300_000)
+        assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
 def test_the_head_alone_417_and_400_end_the_connection_and_absolute_targets_become_paths(
     start_process: Start,
 ) -> None:
