@@ -69,20 +69,26 @@ class Refusal:
 class SpoolBudget:
     """Bytes of request bodies one worker holds at once, in memory or on disk
     (`REQUEST_SPOOL_BUDGET`). A body is charged as its bytes arrive and released when its
-    request ends, so holding the budget costs an attacker the bytes themselves."""
+    request ends, so holding the budget costs an attacker the bytes themselves.
 
-    def __init__(self, total: int) -> None:
+    The last `reserve` bytes (`REQUEST_SPOOL_RESERVE`) go only to bodies within the default
+    limit: an upload with a made-up credential (the server cannot check one) never takes the
+    room an API call or a login form needs."""
+
+    def __init__(self, total: int, reserve: int = 0) -> None:
         self.total = total
+        self.reserve = min(reserve, total)
         self.held = 0
         self._lock = threading.Lock()  # released from the pool threads, charged on the loop
 
-    def available(self) -> int:
+    def available(self, keep: int = 0) -> int:
+        """Bytes a body may still be charged while `keep` bytes stay free."""
         with self._lock:
-            return self.total - self.held
+            return self.total - keep - self.held
 
-    def charge(self, size: int) -> bool:
+    def charge(self, size: int, keep: int = 0) -> bool:
         with self._lock:
-            if self.held + size > self.total:
+            if self.held + size > self.total - keep:
                 return False
             self.held += size
             return True
@@ -95,13 +101,14 @@ class SpoolBudget:
 class ChargedSpool(tempfile.SpooledTemporaryFile[bytes]):
     """A body's spool that gives its bytes back to the budget when closed."""
 
-    def __init__(self, budget: SpoolBudget, spool_dir: str | None) -> None:
+    def __init__(self, budget: SpoolBudget, spool_dir: str | None, keep: int) -> None:
         super().__init__(SPOOL_MEMORY, dir=spool_dir)
         self._budget = budget
+        self._keep = keep
         self._charged = 0
 
     def charge(self, size: int) -> bool:
-        if not self._budget.charge(size):
+        if not self._budget.charge(size, self._keep):
             return False
         self._charged += size
         return True
@@ -159,13 +166,15 @@ async def read_body(
     """The whole body in a spooled file charged to `budget`, or None when the client left or
     was answered. Nothing is read before the declared length is checked against `limit` and
     the budget, so a client waiting for `100 Continue` gets the refusal instead."""
+    # A body allowed more than the default limit leaves the budget's reserve to the others.
+    keep = budget.reserve if limit > limits.default_size else 0
     declared = declared_length(scope)
-    if declared is not None and (declared > limit or declared > budget.available()):
+    if declared is not None and (declared > limit or declared > budget.available(keep)):
         await refuse(send, over_limit if declared > limit else busy())
         await _drain(receive, limits, min(limits.drain, limit))
         return None
     loop = asyncio.get_running_loop()
-    spool = ChargedSpool(budget, limits.spool_dir)
+    spool = ChargedSpool(budget, limits.spool_dir, keep)
     due, received = limits.first_due(loop.time()), 0
     try:
         try:
