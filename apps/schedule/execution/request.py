@@ -21,7 +21,7 @@ from apps.schedule.selfcalls import (
     self_call_headers,
     url_target,
 )
-from apps.schedule.targets import TargetRefused, header_problem, resolve_target
+from apps.schedule.targets import BOOKING_HEADERS, TargetRefused, header_problem, resolve_target
 from apps.schedule.transport import TRANSPORT_ERRORS, send
 
 CONNECTION_ERROR = 599
@@ -87,7 +87,12 @@ def action_request(plan: Plan, life: Life) -> Outcome:
     payload, action_headers = _body_text(action)
     body = payload.encode()
     sent_at = timezone.now()
-    headers = [(k, v) for k, v in action_headers.items() if k.lower() not in RESERVED_HEADERS]
+    # A booking header (refused at booking since) would book the call instead of making it.
+    headers = [
+        (k, v)
+        for k, v in action_headers.items()
+        if k.lower() not in RESERVED_HEADERS and k.lower().replace("_", "-") not in BOOKING_HEADERS
+    ]
     # Booked before header names and values were checked: refused, never raised mid-delivery.
     problem = next((p for k, v in headers if (p := header_problem(k, v)) is not None), None)
     if problem is not None:
