@@ -70,3 +70,41 @@ def test_a_stored_undoing_death_with_a_booking_header_still_undoes_the_grant(
     assert death.attempts.get().status_code == HTTPStatus.ACCEPTED
     assert Life.objects.count() == 1  # the death booked nothing
     assert QuotaPolicy.objects.get(user=staff_user).concurrent_boost == 0
+
+
+@pytest.mark.usefixtures("platform", "q_sync")
+@pytest.mark.parametrize(
+    "death",
+    [
+        {**RESTORE, "headers": {"Content-Type": "text/plain"}},
+        {**RESTORE, "headers": {"content-type": "application/x-www-form-urlencoded"}},
+        {**RESTORE, "body": '{"topic": "quota.restore", "content": {"concurrent": 2}}'},
+        {
+            **RESTORE,
+            "body": '{"topic": "quota.restore", "content": {"concurrent": 2}}',
+            "headers": {"Content-Type": "text/plain"},
+        },
+        {**RESTORE, "headers": {"Authorization": "Bearer not-a-token"}},
+        {**RESTORE, "headers": {"Content-Encoding": "gzip", "Cookie": "sessionid=x"}},
+    ],
+)
+def test_the_undoing_death_cannot_be_sent_in_a_form_the_endpoint_refuses(
+    staff_user: User, death: dict[str, Any]
+) -> None:
+    """The pairing check reads the death's body as JSON; sent as text, as a form, with a
+    made-up `Authorization` (tried before the signature), the endpoint refused it (415, 400,
+    401) and the death retried for ever: the boost never ended."""
+    client, _ = token_client(staff_user, scopes=["read", "submit", "admin"])
+    body = {
+        "schedule_type": "term",
+        "birth_time": at(30),
+        "death_time": at(90),
+        "birth_action": BOOST,
+        "death_action": death,
+    }
+    response = client.post("/api/schedules/", body, format="json")
+    assert response.status_code == HTTPStatus.CREATED, response.content
+    life_uuid = str(response.json()["life_uuid"])
+    assert fire(life_uuid).state == PlanState.DONE
+    assert fire(life_uuid, kind="death").state == PlanState.DONE
+    assert QuotaPolicy.objects.get(user=staff_user).concurrent_boost == 0
