@@ -15,7 +15,8 @@ before each request, because the allow-list, the URL configuration or DNS may ha
   `transport.PinnedBackend`).
 - An action's own header is an HTTP token name with a printable-ASCII value
   (`header_problem`): anything else cannot be sent (the HTTP client raised on a non-ASCII one
-  mid-delivery, leaving the plan Running with no attempt).
+  mid-delivery, leaving the plan Running with no attempt), and never a booking header
+  (`X-Schedule-Datetime`), which would book the call instead of making it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ class TargetRefused(Exception):
 # NUL, DEL or non-ASCII, which the HTTP client refuses or could not encode).
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
+#: Header booking's headers (`apps.schedule.api.header.HEADERS`), as a server reads a name
+#: (without case, `_` as `-`): a self-call carrying one is booked instead of run, so the death
+#: that undoes a grant would book a Life and never undo it.
+BOOKING_HEADERS = frozenset({"x-schedule-datetime", "x-xaas-schedule-datetime"})
 
 
 def header_problem(name: str, value: str) -> str | None:
@@ -50,6 +55,8 @@ def header_problem(name: str, value: str) -> str | None:
         return (
             f"Header name {name!r} must be an HTTP token (ASCII letters, digits, !#$%&'*+-.^_`|~)."
         )
+    if name.lower().replace("_", "-") in BOOKING_HEADERS:
+        return f"Header {name} books a request; an action's request runs when it is due."
     if not _HEADER_VALUE.fullmatch(value):
         return f"Header {name} must hold printable ASCII only (no control or non-ASCII characters)."
     return None

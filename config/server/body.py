@@ -2,9 +2,10 @@
 
 A body is read into a spooled temporary file (memory up to `SPOOL_MEMORY`, then disk) while
 the client sends it, so a client trickling a body holds a coroutine and a socket, never a
-thread. It must keep an average of `min_rate` bytes per second after `grace` seconds (408
-`request_timeout` otherwise) and stay within the limit its route allows (`BodyLimits`; refused
-from `Content-Length` before a byte is read when it declares more). Every byte held counts
+thread. It must keep bringing `min_rate` bytes per second after `grace` seconds, earlier bytes
+banking at most `grace` seconds of silence (408 `request_timeout` otherwise), and stay within
+the limit its route allows (`BodyLimits`; refused from `Content-Length` before a byte is read
+when it declares more). Every byte held counts
 against the worker's `SpoolBudget` until the request ends: past it, 503 `service_unavailable`
 with `Retry-After`.
 """
@@ -43,9 +44,16 @@ class BodyLimits:
     spool_dir: str | None = None
     default_size: int = 4 * 1024 * 1024  # bytes, everywhere else
 
-    def deadline(self, started: float, received: int) -> float:
-        """When the next byte is due: the rate allows `received` bytes by this time."""
-        return started + self.grace + received / self.min_rate
+    def first_due(self, started: float) -> float:
+        """When the first byte of a body is due."""
+        return started + self.grace
+
+    def next_due(self, due: float, now: float, size: int) -> float:
+        """When the next byte is due, `size` bytes having arrived at `now`: they earn
+        `size / min_rate` seconds, but never more than `grace` seconds ahead of now. Bytes sent
+        at once bank no silence: a body holding its bytes (and the spool budget) must keep
+        bringing `min_rate` bytes per second."""
+        return min(due + size / self.min_rate, now + self.grace)
 
 
 @dataclass(frozen=True)
@@ -61,20 +69,26 @@ class Refusal:
 class SpoolBudget:
     """Bytes of request bodies one worker holds at once, in memory or on disk
     (`REQUEST_SPOOL_BUDGET`). A body is charged as its bytes arrive and released when its
-    request ends, so holding the budget costs an attacker the bytes themselves."""
+    request ends, so holding the budget costs an attacker the bytes themselves.
 
-    def __init__(self, total: int) -> None:
+    The last `reserve` bytes (`REQUEST_SPOOL_RESERVE`) go only to bodies within the default
+    limit: an upload with a made-up credential (the server cannot check one) never takes the
+    room an API call or a login form needs."""
+
+    def __init__(self, total: int, reserve: int = 0) -> None:
         self.total = total
+        self.reserve = min(reserve, total)
         self.held = 0
         self._lock = threading.Lock()  # released from the pool threads, charged on the loop
 
-    def available(self) -> int:
+    def available(self, keep: int = 0) -> int:
+        """Bytes a body may still be charged while `keep` bytes stay free."""
         with self._lock:
-            return self.total - self.held
+            return self.total - keep - self.held
 
-    def charge(self, size: int) -> bool:
+    def charge(self, size: int, keep: int = 0) -> bool:
         with self._lock:
-            if self.held + size > self.total:
+            if self.held + size > self.total - keep:
                 return False
             self.held += size
             return True
@@ -87,13 +101,14 @@ class SpoolBudget:
 class ChargedSpool(tempfile.SpooledTemporaryFile[bytes]):
     """A body's spool that gives its bytes back to the budget when closed."""
 
-    def __init__(self, budget: SpoolBudget, spool_dir: str | None) -> None:
+    def __init__(self, budget: SpoolBudget, spool_dir: str | None, keep: int) -> None:
         super().__init__(SPOOL_MEMORY, dir=spool_dir)
         self._budget = budget
+        self._keep = keep
         self._charged = 0
 
     def charge(self, size: int) -> bool:
-        if not self._budget.charge(size):
+        if not self._budget.charge(size, self._keep):
             return False
         self._charged += size
         return True
@@ -151,18 +166,20 @@ async def read_body(
     """The whole body in a spooled file charged to `budget`, or None when the client left or
     was answered. Nothing is read before the declared length is checked against `limit` and
     the budget, so a client waiting for `100 Continue` gets the refusal instead."""
+    # A body allowed more than the default limit leaves the budget's reserve to the others.
+    keep = budget.reserve if limit > limits.default_size else 0
     declared = declared_length(scope)
-    if declared is not None and (declared > limit or declared > budget.available()):
+    if declared is not None and (declared > limit or declared > budget.available(keep)):
         await refuse(send, over_limit if declared > limit else busy())
         await _drain(receive, limits, min(limits.drain, limit))
         return None
     loop = asyncio.get_running_loop()
-    spool = ChargedSpool(budget, limits.spool_dir)
-    started, received = loop.time(), 0
+    spool = ChargedSpool(budget, limits.spool_dir, keep)
+    due, received = limits.first_due(loop.time()), 0
     try:
         try:
             # One timeout for the whole body, moved on as bytes arrive (no task per chunk).
-            async with asyncio.timeout_at(limits.deadline(started, 0)) as deadline:
+            async with asyncio.timeout_at(due) as deadline:
                 while True:
                     message = await receive()
                     if message["type"] != "http.request":
@@ -179,7 +196,8 @@ async def read_body(
                     if not message.get("more_body", False):
                         spool.seek(0)
                         return spool
-                    deadline.reschedule(limits.deadline(started, received))
+                    due = limits.next_due(due, loop.time(), len(chunk))
+                    deadline.reschedule(due)
         except TimeoutError:
             await refuse(send, _too_slow(limits))
     except BaseException:
@@ -193,17 +211,17 @@ async def _drain(receive: Receive, limits: BodyLimits, size: int) -> None:
     """Read and drop up to `size` bytes of a refused body, at the body's minimum rate, so that
     a client still sending reads the answer rather than a reset connection."""
     loop = asyncio.get_running_loop()
-    started, received = loop.time(), 0
+    due, received = limits.first_due(loop.time()), 0
     while received <= size:
         try:
-            message = await asyncio.wait_for(
-                receive(), max(0.0, limits.deadline(started, received) - loop.time())
-            )
+            message = await asyncio.wait_for(receive(), max(0.0, due - loop.time()))
         except TimeoutError:
             return
         if message["type"] != "http.request" or not message.get("more_body", False):
             return
-        received += len(message.get("body", b""))
+        chunk = len(message.get("body", b""))
+        received += chunk
+        due = limits.next_due(due, loop.time(), chunk)
 
 
 async def refuse(send: Send, refusal: Refusal) -> None:

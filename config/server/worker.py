@@ -59,7 +59,9 @@ class Worker(gasgi.ASGIWorker):  # type: ignore[misc]  # gunicorn ships no type 
             threads=self.cfg.threads,
             limits=limits,
             routes=BodyRoutes(settings.UPLOAD_URL_NAMES, settings.SESSION_COOKIE_NAME),
-            budget=SpoolBudget(int(settings.REQUEST_SPOOL_BUDGET)),
+            budget=SpoolBudget(
+                int(settings.REQUEST_SPOOL_BUDGET), int(settings.REQUEST_SPOOL_RESERVE)
+            ),
             send_timeout=self.cfg.timeout,
         )
         self.asgi = self.bridge

@@ -49,8 +49,12 @@ MAX_REQUEST_BODY_SIZE = int(
 # routes named here take MAX_REQUEST_BODY_SIZE (config/server/heads.py).
 MAX_REQUEST_BODY_SIZE_DEFAULT = int(env_number("MAX_REQUEST_BODY_SIZE_DEFAULT", 4 * 1024 * 1024))
 UPLOAD_URL_NAMES = ["submission-list", "submission-files", "challenge-list"]
-# Bytes of request bodies one web worker holds at once (memory and disk); past it, 503.
-REQUEST_SPOOL_BUDGET = int(env_number("REQUEST_SPOOL_BUDGET", MAX_REQUEST_BODY_SIZE))
+# Bytes of request bodies one web worker holds at once (memory and disk); past it, 503. The
+# last REQUEST_SPOOL_RESERVE of them only bodies within MAX_REQUEST_BODY_SIZE_DEFAULT may take.
+REQUEST_SPOOL_RESERVE = int(env_number("REQUEST_SPOOL_RESERVE", 8 * MAX_REQUEST_BODY_SIZE_DEFAULT))
+REQUEST_SPOOL_BUDGET = int(
+    env_number("REQUEST_SPOOL_BUDGET", MAX_REQUEST_BODY_SIZE + REQUEST_SPOOL_RESERVE)
+)
 SUBMISSION_DRAFT_TTL_DAYS = env_number("SUBMISSION_DRAFT_TTL_DAYS", 7)
 # Stored uploads no file row names (a web process killed between storing and committing) are
 # deleted by the `orphan_files` cleanup once this old: longer than any upload takes.

@@ -7,6 +7,7 @@ absolute-form target reaches Django as its path, HTTP/1.1 without Host is a 400.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -196,6 +197,81 @@ def test_bodies_past_the_spool_budget_are_a_503_with_retry_after_until_the_held_
     deadline = time.monotonic() + 10
     while not (answer := _chunked(port, b"/api/jobs/", 300_000)).startswith(b"HTTP/1.1 401"):
         assert time.monotonic() < deadline, answer[:200]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_body_sent_fast_then_stalled_is_cut_and_gives_its_bytes_back(
+    start_process: Start,
+) -> None:
+    """The minimum rate banked no credit: 400,000 bytes at once earned a body about 390 s of
+    silence at 1024 bytes/s, so anonymous connections held the spool budget (every body
+    refused 503) for minutes, and a made-up token on an upload route for days."""
+    port, _ = start_procfile_web(
+        start_process,
+        REQUEST_SPOOL_BUDGET="1000000",
+        MAX_REQUEST_BODY_SIZE_DEFAULT="600000",
+        REQUEST_BODY_TIMEOUT="1",
+        WEB_CONCURRENCY="1",  # the budget is a worker's
+    )
+    with _holding(port, 2, 400_001, 400_000) as holders:
+        started = time.monotonic()
+        for sock in holders:
+            head, body = _head_and_body(sock, 10)
+            assert head.startswith(b"HTTP/1.1 408"), head
+            assert body["code"] == "request_timeout"
+        assert time.monotonic() - started < 5
+        # Their bytes are given back: a body the held ones left no room for reaches Django.
+        deadline = time.monotonic() + 5
+        while not (answer := _chunked(port, b"/api/jobs/", 300_000)).startswith(b"HTTP/1.1 401"):
+            assert time.monotonic() < deadline, answer[:200]
+
+
+def _upload_holding(port: int, size: int) -> socket.socket:
+    """An upload with a made-up token sending `size` bytes of a body one byte longer."""
+    sock = _declaring(
+        port, b"POST /api/submissions/ HTTP/1.1\r\n", size + 1, b"Authorization: Bearer x\r\n"
+    )
+    with contextlib.suppress(OSError):  # answered and closed while sending
+        sock.sendall(b" " * size)
+    return sock
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_an_upload_with_a_made_up_token_cannot_take_the_budget_small_bodies_need(
+    start_process: Start,
+) -> None:
+    """One upload route body with `Authorization: Bearer x` could be charged the whole budget
+    (its default is one largest upload): every other body, an API call's or a login form's,
+    was refused 503 for as long as the client kept the body coming."""
+    port, _ = start_procfile_web(
+        start_process,
+        REQUEST_SPOOL_BUDGET="1000000",
+        REQUEST_SPOOL_RESERVE="300000",
+        MAX_REQUEST_BODY_SIZE="2000000",
+        MAX_REQUEST_BODY_SIZE_DEFAULT="100000",
+        REQUEST_BODY_TIMEOUT="60",
+        WEB_CONCURRENCY="1",  # the budget is a worker's
+    )
+    with _upload_holding(port, 950_000) as greedy:
+        head, body = _head_and_body(greedy, 10)
+        assert head.startswith(b"HTTP/1.1 503"), head
+        assert body["code"] == "service_unavailable"
+    with _upload_holding(port, 650_000) as first, _upload_holding(port, 60_000) as second:
+        # Uploads share what the reserve leaves; past it (whichever body's bytes land last), 503
+        # before the reserve is touched.
+        answers = []
+        for sock in (first, second):
+            try:
+                answers.append(_head_and_body(sock, 2)[0])
+            except TimeoutError:
+                answers.append(b"")
+        assert [head[:12] for head in answers if head] == [b"HTTP/1.1 503"], answers
+        # Bodies within the default limit still have the reserve.
+        for _ in range(2):
+            answer = _chunked(port, b"/api/jobs/", 90_000)
+            assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
 
 
 @pytest.mark.slow

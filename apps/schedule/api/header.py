@@ -28,6 +28,7 @@ from apps.schedule.api.views import booking_token_id
 from apps.schedule.exceptions import InvalidSchedule, ScheduledRequestTooLarge
 from apps.schedule.services.booking import life_book_request, parse_schedule_header
 
+#: An action may not carry these (`targets.BOOKING_HEADERS`).
 HEADERS = ("X-Schedule-Datetime", "X-Xaas-Schedule-Datetime")
 EXEMPT_PREFIXES = ("/api/schedules/", "/api/schema/", "/api/docs/")
 

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from apps.schedule.exceptions import UnknownTopic
 from apps.schedule.models import Life, Plan
 from apps.schedule.selectors import BOOKING_TOKEN_GONE, plan_authority_live
 from apps.schedule.selfcalls import (
@@ -21,7 +22,8 @@ from apps.schedule.selfcalls import (
     self_call_headers,
     url_target,
 )
-from apps.schedule.targets import TargetRefused, header_problem, resolve_target
+from apps.schedule.targets import BOOKING_HEADERS, TargetRefused, header_problem, resolve_target
+from apps.schedule.task_runs import action_topic_call
 from apps.schedule.transport import TRANSPORT_ERRORS, send
 
 CONNECTION_ERROR = 599
@@ -38,9 +40,24 @@ class Outcome:
     final: bool = False
 
 
+# Headers a topic call never takes from its action: the body's type and coding, and a
+# credential other than the platform's signature, which would make the endpoint refuse it.
+TOPIC_CALL_SETS = frozenset({"content-type", "content-encoding", "authorization", "cookie"})
+
+
 def _body_text(action: dict[str, Any]) -> tuple[str, dict[str, str]]:
     body = action.get("body")
     headers = {str(k): str(v) for k, v in (action.get("headers") or {}).items()}
+    try:
+        call = action_topic_call(action)
+    except UnknownTopic:
+        call = None
+    if call is not None:
+        # Sent exactly as the booking's checks read it (the pairing of a death that undoes its
+        # birth's grant runs even after the token is gone): a JSON object of topic and content.
+        headers = {k: v for k, v in headers.items() if k.lower() not in TOPIC_CALL_SETS}
+        headers["Content-Type"] = "application/json"
+        return json.dumps({"topic": call.topic, "content": call.content}), headers
     if body is None:
         return "", headers
     if isinstance(body, str):
@@ -87,7 +104,12 @@ def action_request(plan: Plan, life: Life) -> Outcome:
     payload, action_headers = _body_text(action)
     body = payload.encode()
     sent_at = timezone.now()
-    headers = [(k, v) for k, v in action_headers.items() if k.lower() not in RESERVED_HEADERS]
+    # A booking header (refused at booking since) would book the call instead of making it.
+    headers = [
+        (k, v)
+        for k, v in action_headers.items()
+        if k.lower() not in RESERVED_HEADERS and k.lower().replace("_", "-") not in BOOKING_HEADERS
+    ]
     # Booked before header names and values were checked: refused, never raised mid-delivery.
     problem = next((p for k, v in headers if (p := header_problem(k, v)) is not None), None)
     if problem is not None:
