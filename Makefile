@@ -17,7 +17,8 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 help:
 	@echo "make run    - install, migrate, create demo accounts, start web + worker + watcher"
-	@echo "make test   - the test suite (SQLite; PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set)"
+	@echo "make test   - the test suite (SQLite; PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set;"
+	@echo "              one process per core, PYTEST_WORKERS=0 for one process)"
 	@echo "make lint   - ruff check, ruff format --check, mypy"
 	@echo "make bench  - the benchmarks in bench/ (BENCH=upload to run one)"
 	@echo "make schema-check TOKEN=... - Schemathesis against the running server (make run)"
@@ -58,8 +59,11 @@ run: migrate
 	DEBUG=$${DEBUG:-true} PORT=$(PORT) SCHEDULE_WEBHOOK_BASE_URL='$(SCHEDULE_WEBHOOK_BASE_URL)' \
 		$(BIN)/honcho -f Procfile.dev start
 
+# The suite in parallel, one pytest-xdist worker per core (each with its own test database,
+# task queue and metrics folder); PYTEST_WORKERS=0 runs it serially in one process.
+PYTEST_WORKERS ?= auto
 test: $(DEV_STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
