@@ -30,9 +30,10 @@ if "pytest" in sys.modules and (
 from config.settings import *  # noqa: F403
 
 # Under pytest-xdist each worker has its own test database (pytest-django suffixes its name) but
-# all share the Redis database of REDIS_URL: a queue of their own per worker, or one worker's
-# cluster would take (and lose) another's tasks. The processes a test starts inherit the variable.
-if Q_CLUSTER.get("redis") and os.environ.get("PYTEST_XDIST_WORKER"):  # noqa: F405
+# all share the Redis database of REDIS_URL: a queue of their own per worker (django-q2 keys its
+# queue and signs its tasks by the name), or one worker's cluster would take (and lose) another's
+# tasks. The processes a test starts inherit the variable, so they use the same name.
+if os.environ.get("PYTEST_XDIST_WORKER"):
     Q_CLUSTER = {**Q_CLUSTER, "name": f"{Q_CLUSTER['name']}-{os.environ['PYTEST_XDIST_WORKER']}"}  # noqa: F405
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
