@@ -18,7 +18,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 help:
 	@echo "make run    - install, migrate, create demo accounts, start web + worker + watcher"
 	@echo "make test   - the test suite (SQLite; PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set;"
-	@echo "              one process per core, PYTEST_WORKERS=0 for one process)"
+	@echo "              PYTEST_WORKERS=auto: one process per core)"
 	@echo "make lint   - ruff check, ruff format --check, mypy"
 	@echo "make bench  - the benchmarks in bench/ (BENCH=upload to run one)"
 	@echo "make schema-check TOKEN=... - Schemathesis against the running server (make run)"
@@ -59,9 +59,10 @@ run: migrate
 	DEBUG=$${DEBUG:-true} PORT=$(PORT) SCHEDULE_WEBHOOK_BASE_URL='$(SCHEDULE_WEBHOOK_BASE_URL)' \
 		$(BIN)/honcho -f Procfile.dev start
 
-# The suite in parallel, one pytest-xdist worker per core (each with its own test database,
-# task queue and metrics folder); PYTEST_WORKERS=0 runs it serially in one process.
-PYTEST_WORKERS ?= auto
+# One process by default; PYTEST_WORKERS=auto (or 2) runs the suite on pytest-xdist workers,
+# each with its own test database, task queue and metrics folder (docs/decisions.md: not yet
+# the default).
+PYTEST_WORKERS ?= 0
 test: $(DEV_STAMP)
 	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
