@@ -17,7 +17,8 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 help:
 	@echo "make run    - install, migrate, create demo accounts, start web + worker + watcher"
-	@echo "make test   - the test suite (SQLite; PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set)"
+	@echo "make test   - the test suite (SQLite; PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set;"
+	@echo "              PYTEST_WORKERS=auto: one process per core)"
 	@echo "make lint   - ruff check, ruff format --check, mypy"
 	@echo "make bench  - the benchmarks in bench/ (BENCH=upload to run one)"
 	@echo "make schema-check TOKEN=... - Schemathesis against the running server (make run)"
@@ -59,8 +60,12 @@ run: migrate
 	DEBUG=$${DEBUG:-true} PORT=$(PORT) SCHEDULE_WEBHOOK_BASE_URL='$(SCHEDULE_WEBHOOK_BASE_URL)' \
 		$(BIN)/honcho -f Procfile.dev start
 
+# One process by default; PYTEST_WORKERS=auto (or 2) runs the suite on pytest-xdist workers,
+# each with its own test database, task queue and metrics folder (docs/decisions.md: not yet
+# the default).
+PYTEST_WORKERS ?= 0
 test: $(DEV_STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

@@ -64,7 +64,13 @@ class Cli:
     extra_env: dict[str, str]
 
     def env(self, **overrides: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("YOYAKU_", "DJANGO_"))}
+        # Not the test process's COLUMNS/LINES: a pytest-xdist worker has them (80x24) though no
+        # terminal, and the CLI would draw its tables for that width instead of a pipe's.
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("YOYAKU_", "DJANGO_")) and k not in ("COLUMNS", "LINES")
+        }
         env.update(
             YOYAKU_URL=self.url,
             YOYAKU_CONFIG_DIR=str(self.config_dir),

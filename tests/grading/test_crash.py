@@ -54,6 +54,7 @@ def test_cluster_killed_mid_grade_completes_exactly_once_after_lease(
     user: User, tmp_path: Path, start_cluster: Any, sandbox_settings: Any
 ) -> None:
     from django_q.brokers.orm import ORM
+    from django_q.conf import Conf
     from django_q.tasks import async_task
 
     marker = sleep_argument(2)
@@ -63,7 +64,7 @@ def test_cluster_killed_mid_grade_completes_exactly_once_after_lease(
     # an unacknowledged task 11 s after it handed it out.
     timings = {"GRADING_TIMEOUT": "4", "Q_TIMEOUT": "6", "Q_RETRY": "11"}
     first = start_cluster("first", **timings)
-    async_task("apps.grading.tasks.grade_job", job.pk, broker=ORM(list_key="yoyaku"))
+    async_task("apps.grading.tasks.grade_job", job.pk, broker=ORM(list_key=Conf.PREFIX))
 
     def graded_once_started() -> bool:
         row = Submission.objects.get(pk=submission.pk)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
+from django_q.conf import Conf
 from django_q.models import OrmQ
 
 from apps.core.queue import GRADE_JOB
@@ -100,7 +101,7 @@ def test_cluster_stops_mid_grading_and_the_next_one_finishes_it(
     job = make_job(submission)
     first = start_process("first", ["manage.py", "qcluster"], _env())
     wait_for(lambda: _started(tmp_path, "first"), 60, "the cluster to start")
-    async_task(GRADE_JOB, job.pk, broker=ORM(list_key="yoyaku"))
+    async_task(GRADE_JOB, job.pk, broker=ORM(list_key=Conf.PREFIX))
     wait_for(lambda: bool(processes_with_argument(marker)), 40, "the program to run")
 
     seconds = _stop_seconds(first, whole_group=whole_group)
@@ -118,7 +119,7 @@ def test_cluster_stops_mid_grading_and_the_next_one_finishes_it(
     assert attempt.outcome == GradingOutcome.ABANDONED
     assert "worker stopped" in attempt.reason
     # The interrupted delivery was acknowledged and the job enqueued again, once.
-    assert OrmQ.objects.filter(key="yoyaku").count() == 1
+    assert OrmQ.objects.filter(key=Conf.PREFIX).count() == 1
 
     second = start_process("second", ["manage.py", "qcluster"], _env())
     wait_for(
@@ -165,7 +166,7 @@ def test_a_worker_signalled_alone_mid_grading_gives_back_and_is_replaced(
         for line in log.read_text().splitlines()
         if "ready for work at" in line
     ]
-    async_task(GRADE_JOB, job.pk, broker=ORM(list_key="yoyaku"))
+    async_task(GRADE_JOB, job.pk, broker=ORM(list_key=Conf.PREFIX))
     wait_for(lambda: bool(processes_with_argument(marker)), 40, "the program to run")
 
     os.kill(worker_pid, signal.SIGTERM)

@@ -114,6 +114,9 @@ def test_long_name_bomb_upload_is_unsafe_archive(
 @pytest.mark.parametrize(
     ("filename", "content"),
     [("many.tar.gz", many_members_tar(51)), ("many.zip", many_members_zip(51))],
+    # By name: the archives hold the time they were made, and each test's id must be the same in
+    # every process that collects it (pytest-xdist's workers).
+    ids=["many.tar.gz", "many.zip"],
 )
 def test_too_many_members_is_unsafe_archive(
     user_client: APIClient, draft: str, settings: Any, filename: str, content: bytes
