@@ -17,7 +17,13 @@
     try {
       const { body } = await request("GET", "/api/review/queue/");
       const rows = listOf(body, "queue", "submissions");
-      $("queue").querySelector("tbody").replaceChildren(...rows.map((row) => {
+      const tbody = $("queue").querySelector("tbody");
+      if (!rows.length) {
+        // Said in the table, not the message line: a verdict's confirmation stays readable.
+        tbody.replaceChildren(el("tr", {}, el("td", { colspan: "8", class: "muted" }, "Nothing waits for review.")));
+        return;
+      }
+      tbody.replaceChildren(...rows.map((row) => {
         const id = row.submission_id || row.id;
         const holder = row.claimed_by ? `${row.claimed_by.username} until ${when(row.claim_expires_at)}` : "unclaimed";
         return el("tr", { "data-submission-id": id },
@@ -31,7 +37,6 @@
           el("td", {}, el("button", { type: "button", class: "claim-button", onclick: () => claim(id) }, "Claim")),
         );
       }));
-      if (!rows.length) show("Nothing waits for review.");
     } catch (err) {
       show(err.message, "error");
     }

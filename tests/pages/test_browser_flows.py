@@ -192,6 +192,9 @@ def test_reviewer_claims_and_approves(page, login, shots) -> None:
     shots(page, "review-claimed")
     page.click("#complete")
     page.wait_for_selector(f"#message:text('Review of {submission.pk} recorded')")
+    # The queue reloads empty; the confirmation stays where the reviewer reads it.
+    page.wait_for_selector("#queue td:text('Nothing waits for review.')")
+    assert f"Review of {submission.pk} recorded" in page.inner_text("#message")
     submission.refresh_from_db()
     assert submission.status == SubmissionStatus.COMPLETED
     assert submission.score == 0.9
