@@ -4,7 +4,7 @@ from django.urls import URLPattern, URLResolver, include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from apps.core.api.views import ApiNotFound, healthz
+from apps.core.api.views import ApiNotFound, bad_request, healthz
 from apps.core.ops import metrics_view, ops_page
 from apps.core.pages import (
     HomePage,
@@ -34,6 +34,9 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("", include("apps.benchmarks.api.urls")),
     re_path(r"^.*$", ApiNotFound.as_view(), name="api-not-found"),
 ]
+
+# A 400 Django raises itself (a `Host` not in ALLOWED_HOSTS) is the API's JSON error body.
+handler400 = bad_request
 
 urlpatterns = [
     path("", HomePage.as_view(), name="home"),

@@ -13,7 +13,8 @@ address it falls back to, so a malformed header can neither pick someone else's 
 escape into a fresh one.
 
 Every part of the product that keys on or records a client address reads it here: the login
-lock-out (django-axes' `AXES_CLIENT_IP_CALLABLE`); DRF's throttles follow the same count
+lock-out (django-axes' `AXES_CLIENT_IP_CALLABLE`), the web server's per-client share of the
+spool budget (`address_of`, config/server/bridge.py); DRF's throttles follow the same count
 (`NUM_PROXIES`).
 """
 
@@ -55,13 +56,22 @@ def forwarded_client(forwarded_for: str, proxies: int) -> str | None:
     return normalize_ip(entries[-proxies])
 
 
-def client_ip(request: HttpRequest) -> str:
-    """The client's address for `request` under `TRUSTED_PROXY_COUNT` (see the module)."""
-    socket_address = str(request.META.get("REMOTE_ADDR") or "")
-    proxies = int(settings.TRUSTED_PROXY_COUNT)
-    forwarded = request.META.get(FORWARDED_FOR)
-    if proxies > 0 and isinstance(forwarded, str):
+def address_of(socket_address: str, forwarded: str | None, proxies: int) -> str:
+    """The client's address from the socket's and the `X-Forwarded-For` value (see the
+    module); no settings read, so the web server's spool budget keys on the same answer."""
+    if proxies > 0 and forwarded is not None:
         vouched = forwarded_client(forwarded, proxies)
         if vouched is not None:
             return vouched
     return normalize_ip(socket_address) or socket_address
+
+
+def client_ip(request: HttpRequest) -> str:
+    """The client's address for `request` under `TRUSTED_PROXY_COUNT` (see the module)."""
+    socket_address = str(request.META.get("REMOTE_ADDR") or "")
+    forwarded = request.META.get(FORWARDED_FOR)
+    return address_of(
+        socket_address,
+        forwarded if isinstance(forwarded, str) else None,
+        int(settings.TRUSTED_PROXY_COUNT),
+    )

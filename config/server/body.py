@@ -6,8 +6,8 @@ thread. It must keep bringing `min_rate` bytes per second after `grace` seconds,
 banking at most `grace` seconds of silence (408 `request_timeout` otherwise), and stay within
 the limit its route allows (`BodyLimits`; refused from `Content-Length` before a byte is read
 when it declares more). Every byte held counts
-against the worker's `SpoolBudget` until the request ends: past it, 503 `service_unavailable`
-with `Retry-After`.
+against the worker's `SpoolBudget` and its client address's share of it until the request
+ends: past either, 503 `service_unavailable` with `Retry-After`.
 """
 
 from __future__ import annotations
@@ -73,42 +73,78 @@ class SpoolBudget:
 
     The last `reserve` bytes (`REQUEST_SPOOL_RESERVE`) go only to bodies within the default
     limit: an upload with a made-up credential (the server cannot check one) never takes the
-    room an API call or a login form needs."""
+    room an API call or a login form needs.
 
-    def __init__(self, total: int, reserve: int = 0) -> None:
+    Each client address holds at most `per_client` bytes of bodies within the default limit
+    (`REQUEST_SPOOL_PER_CLIENT`) and, apart, at most `per_client_large` bytes of bodies allowed
+    more (`MAX_REQUEST_BODY_SIZE`): many trickling connections from one address fill its own
+    share, not the worker's budget, and a made-up credential buys one largest upload."""
+
+    def __init__(
+        self,
+        total: int,
+        reserve: int = 0,
+        per_client: int | None = None,
+        per_client_large: int | None = None,
+    ) -> None:
         self.total = total
         self.reserve = min(reserve, total)
+        self.per_client = total if per_client is None else per_client
+        self.per_client_large = total if per_client_large is None else per_client_large
         self.held = 0
+        self._clients: dict[tuple[str, bool], int] = {}
         self._lock = threading.Lock()  # released from the pool threads, charged on the loop
 
-    def available(self, keep: int = 0) -> int:
-        """Bytes a body may still be charged while `keep` bytes stay free."""
-        with self._lock:
-            return self.total - keep - self.held
+    def _share(self, large: bool) -> int:
+        return self.per_client_large if large else self.per_client
 
-    def charge(self, size: int, keep: int = 0) -> bool:
+    def available(self, keep: int = 0, client: str = "", large: bool = False) -> int:
+        """Bytes a body of `client` may still be charged while `keep` bytes stay free."""
         with self._lock:
-            if self.held + size > self.total - keep:
+            own = self._share(large) - self._clients.get((client, large), 0)
+            return min(self.total - keep - self.held, own)
+
+    def charge(self, size: int, keep: int = 0, client: str = "", large: bool = False) -> bool:
+        with self._lock:
+            key = (client, large)
+            own = self._clients.get(key, 0)
+            if self.held + size > self.total - keep or own + size > self._share(large):
                 return False
             self.held += size
+            self._clients[key] = own + size
             return True
 
-    def release(self, size: int) -> None:
+    def release(self, size: int, client: str = "", large: bool = False) -> None:
         with self._lock:
             self.held -= size
+            key = (client, large)
+            left = self._clients.get(key, 0) - size
+            if left > 0:
+                self._clients[key] = left
+            else:
+                self._clients.pop(key, None)  # no entry per address once seen
 
 
 class ChargedSpool(tempfile.SpooledTemporaryFile[bytes]):
     """A body's spool that gives its bytes back to the budget when closed."""
 
-    def __init__(self, budget: SpoolBudget, spool_dir: str | None, keep: int) -> None:
+    def __init__(
+        self,
+        budget: SpoolBudget,
+        spool_dir: str | None,
+        keep: int,
+        client: str = "",
+        large: bool = False,
+    ) -> None:
         super().__init__(SPOOL_MEMORY, dir=spool_dir)
         self._budget = budget
         self._keep = keep
+        self._client = client
+        self._large = large
         self._charged = 0
 
     def charge(self, size: int) -> bool:
-        if not self._budget.charge(size, self._keep):
+        if not self._budget.charge(size, self._keep, self._client, self._large):
             return False
         self._charged += size
         return True
@@ -119,7 +155,7 @@ class ChargedSpool(tempfile.SpooledTemporaryFile[bytes]):
         finally:
             charged, self._charged = self._charged, 0
             if charged:
-                self._budget.release(charged)
+                self._budget.release(charged, self._client, self._large)
 
 
 def too_large(limit: int) -> Refusal:
@@ -162,19 +198,24 @@ async def read_body(
     limit: int,
     over_limit: Refusal,
     budget: SpoolBudget,
+    client: str = "",
 ) -> IO[bytes] | None:
     """The whole body in a spooled file charged to `budget`, or None when the client left or
     was answered. Nothing is read before the declared length is checked against `limit` and
-    the budget, so a client waiting for `100 Continue` gets the refusal instead."""
+    the budget, so a client waiting for `100 Continue` gets the refusal instead. `client` is
+    the address whose share of the budget the body is charged to."""
     # A body allowed more than the default limit leaves the budget's reserve to the others.
-    keep = budget.reserve if limit > limits.default_size else 0
+    large = limit > limits.default_size
+    keep = budget.reserve if large else 0
     declared = declared_length(scope)
-    if declared is not None and (declared > limit or declared > budget.available(keep)):
+    if declared is not None and (
+        declared > limit or declared > budget.available(keep, client, large)
+    ):
         await refuse(send, over_limit if declared > limit else busy())
         await _drain(receive, limits, min(limits.drain, limit))
         return None
     loop = asyncio.get_running_loop()
-    spool = ChargedSpool(budget, limits.spool_dir, keep)
+    spool = ChargedSpool(budget, limits.spool_dir, keep, client, large)
     due, received = limits.first_due(loop.time()), 0
     try:
         try:

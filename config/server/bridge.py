@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import IO, Any
 from urllib.parse import unquote_to_bytes
 
+from apps.core.client_address import address_of
 from config.server.body import (
     BodyLimits,
     Message,
@@ -47,6 +48,7 @@ class WsgiBridge:
         routes: BodyRoutes,
         budget: SpoolBudget,
         send_timeout: float,
+        proxies: int = 0,
     ) -> None:
         self.app = app
         self.threads = threads
@@ -54,6 +56,7 @@ class WsgiBridge:
         self.routes = routes
         self.budget = budget
         self.send_timeout = send_timeout
+        self.proxies = proxies  # TRUSTED_PROXY_COUNT, for the client address
         self.executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="wsgi")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -73,6 +76,7 @@ class WsgiBridge:
             limit=limit,
             over_limit=over_limit,
             budget=self.budget,
+            client=client_address(scope, self.proxies),
         )
         if body is None:
             return
@@ -168,6 +172,14 @@ class _Response:
     async def _send_all(self, messages: list[Message]) -> None:
         for message in messages:
             await self._send(message)
+
+
+def client_address(scope: Scope, proxies: int) -> str:
+    """The address the application's `client_ip` finds for the same request."""
+    client = scope.get("client") or ("", 0)
+    values = [value for name, value in scope["headers"] if name == b"x-forwarded-for"]
+    forwarded = b",".join(values).decode("latin-1") if values else None  # joined as in environ
+    return address_of(str(client[0]), forwarded, proxies)
 
 
 def wsgi_environ(scope: Scope, body: IO[bytes], multithread: bool) -> dict[str, Any]:

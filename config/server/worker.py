@@ -60,9 +60,13 @@ class Worker(gasgi.ASGIWorker):  # type: ignore[misc]  # gunicorn ships no type 
             limits=limits,
             routes=BodyRoutes(settings.UPLOAD_URL_NAMES, settings.SESSION_COOKIE_NAME),
             budget=SpoolBudget(
-                int(settings.REQUEST_SPOOL_BUDGET), int(settings.REQUEST_SPOOL_RESERVE)
+                int(settings.REQUEST_SPOOL_BUDGET),
+                int(settings.REQUEST_SPOOL_RESERVE),
+                per_client=int(settings.REQUEST_SPOOL_PER_CLIENT),
+                per_client_large=int(settings.MAX_REQUEST_BODY_SIZE),
             ),
             send_timeout=self.cfg.timeout,
+            proxies=int(settings.TRUSTED_PROXY_COUNT),
         )
         self.asgi = self.bridge
 

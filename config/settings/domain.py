@@ -55,6 +55,12 @@ REQUEST_SPOOL_RESERVE = int(env_number("REQUEST_SPOOL_RESERVE", 8 * MAX_REQUEST_
 REQUEST_SPOOL_BUDGET = int(
     env_number("REQUEST_SPOOL_BUDGET", MAX_REQUEST_BODY_SIZE + REQUEST_SPOOL_RESERVE)
 )
+# Bytes of bodies within MAX_REQUEST_BODY_SIZE_DEFAULT one client address (apps/core/
+# client_address.py) holds at once in a worker: four such bodies in flight, half the reserve.
+# Bodies allowed more (uploads with a credential) are held apart, up to MAX_REQUEST_BODY_SIZE.
+REQUEST_SPOOL_PER_CLIENT = int(
+    env_number("REQUEST_SPOOL_PER_CLIENT", 4 * MAX_REQUEST_BODY_SIZE_DEFAULT)
+)
 SUBMISSION_DRAFT_TTL_DAYS = env_number("SUBMISSION_DRAFT_TTL_DAYS", 7)
 # Stored uploads no file row names (a web process killed between storing and committing) are
 # deleted by the `orphan_files` cleanup once this old: longer than any upload takes.

@@ -24,7 +24,10 @@ LOG_REQUESTS = env.bool("LOG_REQUESTS", default=True)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "apps.core.logcontext.ContextFilter"}},
+    "filters": {
+        "context": {"()": "apps.core.logcontext.ContextFilter"},
+        "one_line_warning": {"()": "apps.core.logfilters.OneLineWarning"},
+    },
     "formatters": {
         # One line per record: control characters from requests are written escaped.
         "plain": {
@@ -46,6 +49,8 @@ LOGGING = {
         # empty) are dropped: its lines reach the one handler of the root logger.
         "django": {"handlers": [], "propagate": True},
         "django.db.backends": {"level": "INFO"},
+        # A `Host` not in ALLOWED_HOSTS (400): one WARNING line, not an ERROR with a traceback.
+        "django.security.DisallowedHost": {"filters": ["one_line_warning"]},
         # runserver's own lines go through the one handler (JSON with LOG_FORMAT=json). A
         # request's access line is yoyaku.request's, so runserver's is kept only for warnings
         # and errors, unless LOG_REQUESTS is off.

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from apps.core.api.base import ApiView, PublicApiView
 from apps.core.api.schema import error_responses
 from apps.core.api.serializers import ApiIndexSerializer, MeSerializer
+from apps.core.handlers import error_body, status_code_name
 from apps.core.health import health_report
 from apps.core.ops import metrics_token_sent
 
@@ -101,3 +102,10 @@ def healthz(request: HttpRequest) -> JsonResponse:
     response["Cache-Control"] = "no-store"
     patch_vary_headers(response, ("Authorization", "Cookie"))
     return response
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    """Django's 400 (`handler400`: a `Host` not in ALLOWED_HOSTS, a malformed body) on every
+    path: the API's error body, as ApiJsonErrorMiddleware gives under /api/, never an HTML
+    page."""
+    return JsonResponse(error_body(status_code_name(400), "Bad Request."), status=400)
