@@ -68,17 +68,29 @@ def test_a_changed_limit_is_version_two_and_replaces_the_stored_bundle(
     host: User, apply_as: Callable[[User], Apply], django_capture_on_commit_callbacks: Any
 ) -> None:
     apply_as(host)(bundle())
+    first = Challenge.objects.get().bundle_file
 
-    def per_day_ten(doc: dict[str, Any]) -> None:
-        doc["phases"][0]["limits"]["per_day"] = 10
+    def per_day(n: int) -> Callable[[dict[str, Any]], None]:
+        def change(doc: dict[str, Any]) -> None:
+            doc["phases"][0]["limits"]["per_day"] = n
+
+        return change
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = apply_as(host)(bundle(per_day_ten))
+        response = apply_as(host)(bundle(per_day(10)))
+    with django_capture_on_commit_callbacks(execute=True):
+        third = apply_as(host)(bundle(per_day(11)))
 
     assert response.status_code == HTTPStatus.OK
     assert response.json()["bundle_version"] == 2
-    assert Phase.objects.get(slug="dev").limit_per_day == 10
-    assert len(_stored_bundles()) == 1
+    assert third.json()["bundle_version"] == 3
+    assert Phase.objects.get(slug="dev").limit_per_day == 11
+    # The first bundle holds scoring version 1's program and reference data: it stays; the
+    # second, which no scoring version names, was replaced and removed.
+    current = Challenge.objects.get().bundle_file
+    root = Path(settings.MEDIA_ROOT)
+    assert _stored_bundles() == sorted([root / first, root / current])
+    assert Phase.objects.get(slug="dev").scoring_versions.count() == 1
 
 
 def test_dry_run_of_a_new_challenge_plans_creates_and_changes_nothing(

@@ -29,6 +29,7 @@ from apps.benchmarks.models import (
     ChallengeHost,
     Metric,
     Phase,
+    ScoringVersion,
     Split,
 )
 from apps.benchmarks.selectors import challenge_get, challenge_may_manage
@@ -100,9 +101,9 @@ def _phase_write(challenge: Challenge, config: PhaseConfig, order: int) -> None:
     phase, _ = Phase.objects.update_or_create(
         challenge=challenge, slug=config.slug, defaults=values
     )
+    _scoring_version_keep(phase, config, challenge.bundle_file)
     phase.metrics.all().delete()
     phase.splits.all().delete()
-    phase.baselines.all().delete()
     Metric.objects.bulk_create(
         Metric(
             phase=phase,
@@ -118,9 +119,57 @@ def _phase_write(challenge: Challenge, config: PhaseConfig, order: int) -> None:
         Split(phase=phase, name=name, hidden=name != "public", order=i)
         for i, name in enumerate(config.splits)
     )
-    Baseline.objects.bulk_create(
-        Baseline(phase=phase, folder=folder, digest=digest, order=i)
-        for i, (folder, digest) in enumerate(config.baselines)
+    _baselines_write(phase, config)
+
+
+def _scoring_version_keep(phase: Phase, config: PhaseConfig, bundle_file: str) -> None:
+    """Version 1 for a new phase; version n+1 when the scoring program or the reference data
+    changed by digest (§11.6). Any other change keeps the version."""
+    current = phase.scoring_versions.order_by("-number").first()
+    program = config.digests["scoring_program"]
+    reference = config.digests["reference_data"]
+    if current is not None and (
+        current.scoring_program_digest == program and current.reference_data_digest == reference
+    ):
+        return
+    number = 1 if current is None else current.number + 1
+    ScoringVersion.objects.create(
+        phase=phase,
+        number=number,
+        bundle_file=bundle_file,
+        scoring_program=config.scoring_program,
+        scoring_entrypoint=config.scoring_entrypoint,
+        reference_data=config.reference_data,
+        scoring_program_digest=program,
+        reference_data_digest=reference,
+    )
+    if current is None:
+        Phase.objects.filter(pk=phase.pk).update(scoring_version=number)
+        phase.scoring_version = number
+
+
+def _baselines_write(phase: Phase, config: PhaseConfig) -> None:
+    """Baselines by folder: a new or changed folder (by digest) loses its scores and is
+    scored again; an unchanged one keeps them."""
+    wanted = dict(config.baselines)
+    phase.baselines.exclude(folder__in=list(wanted)).delete()
+    existing = {b.folder: b for b in phase.baselines.all()}
+    for order, (folder, digest) in enumerate(config.baselines):
+        baseline = existing.get(folder)
+        if baseline is None:
+            Baseline.objects.create(phase=phase, folder=folder, digest=digest, order=order)
+        elif baseline.digest != digest or baseline.order != order:
+            if baseline.digest != digest:
+                baseline.scores.all().delete()
+            Baseline.objects.filter(pk=baseline.pk).update(digest=digest, order=order)
+
+
+def bundle_files_in_use(challenge: Challenge) -> set[str]:
+    """Stored bundles a scoring version still names (kept when a newer bundle replaces them)."""
+    return set(
+        ScoringVersion.objects.filter(phase__challenge=challenge).values_list(
+            "bundle_file", flat=True
+        )
     )
 
 
@@ -164,15 +213,17 @@ def _apply_locked(
             "bundle_file": stored,
         }
         created = challenge is None
+        replaced = None if challenge is None else challenge.bundle_file
         if challenge is None:
             challenge = Challenge.objects.create(slug=config.slug, bundle_version=1, **fields)
         else:
-            transaction.on_commit(partial(_stored_delete, challenge.bundle_file))
             for name, value in fields.items():
                 setattr(challenge, name, value)
             challenge.bundle_version += 1
             challenge.save()
         _rows_write(challenge, config)
+        if replaced is not None and replaced not in bundle_files_in_use(challenge):
+            transaction.on_commit(partial(_stored_delete, replaced))
         return challenge, created, True, plan
 
 

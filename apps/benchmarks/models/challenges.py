@@ -124,6 +124,10 @@ class Phase(models.Model):
     limit_concurrent = models.PositiveIntegerField(null=True, blank=True)
     timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
     memory_mb = models.PositiveIntegerField(null=True, blank=True)
+    # The scoring version the leaderboard serves (a `ScoringVersion.number` of this phase).
+    scoring_version = models.PositiveIntegerField(default=1)
+    # When the hidden splits became visible (the reveal's one write); None until then.
+    revealed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["challenge", "order"]
@@ -147,6 +151,36 @@ class Phase(models.Model):
 
     def __str__(self) -> str:
         return f"{self.challenge_id}/{self.slug}"
+
+
+class ScoringVersion(models.Model):
+    """What scored a phase's submissions in one version: the scoring program and reference
+    data folders of a stored bundle. A bundle that changes either (by digest) adds version
+    n+1; the bundle file a version names is kept as long as the version exists (§11.6)."""
+
+    phase = models.ForeignKey(Phase, on_delete=models.CASCADE, related_name="scoring_versions")
+    number = models.PositiveIntegerField()
+    bundle_file = models.CharField(max_length=300)
+    scoring_program = models.CharField(max_length=300)
+    scoring_entrypoint = models.CharField(max_length=300)
+    reference_data = models.CharField(max_length=300)
+    scoring_program_digest = models.CharField(max_length=64)
+    reference_data_digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["phase", "number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["phase", "number"], name="benchmarks_scoring_version_once"
+            ),
+            models.CheckConstraint(
+                condition=Q(number__gte=1), name="benchmarks_scoring_version_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.phase_id} v{self.number}"
 
 
 class Direction(models.TextChoices):

@@ -1,0 +1,43 @@
+"""The benchmarks app's tables: challenges as bundles describe them (`challenges`), teams
+(`teams`), phase submissions and their scores (`scores`)."""
+
+from apps.benchmarks.models.challenges import (
+    Baseline,
+    Challenge,
+    ChallengeHost,
+    Direction,
+    Metric,
+    Participant,
+    ParticipantStatus,
+    Participation,
+    Phase,
+    PhaseKind,
+    Reveal,
+    ScoringVersion,
+    Split,
+    Visibility,
+)
+from apps.benchmarks.models.scores import Entry, Score, TeamBest
+from apps.benchmarks.models.teams import Team, TeamMember
+
+__all__ = [
+    "Baseline",
+    "Challenge",
+    "ChallengeHost",
+    "Direction",
+    "Entry",
+    "Metric",
+    "Participant",
+    "ParticipantStatus",
+    "Participation",
+    "Phase",
+    "PhaseKind",
+    "Reveal",
+    "Score",
+    "ScoringVersion",
+    "Split",
+    "Team",
+    "TeamBest",
+    "TeamMember",
+    "Visibility",
+]

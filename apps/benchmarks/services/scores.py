@@ -1,0 +1,103 @@
+"""Writing scores (SPEC §11.2-§11.3): the one place a `Score` and a team's `TeamBest` are
+written, inside the caller's transaction (the grading result's, so a score and the
+submission's `completed` commit together).
+
+A team's best row per (phase, version, split) is inserted, or moved by a conditional UPDATE
+that only ever makes it better (`order_key` smaller): two results of one team committing at
+once leave the better of the two whatever the order, on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.db import IntegrityError, transaction
+
+from apps.benchmarks.models import Baseline, Entry, Phase, Score, TeamBest
+from apps.benchmarks.ranking import metric_key, order_key, ranking_metrics
+
+
+def phase_ranking_metrics(phase: Phase) -> list[tuple[str, str]]:
+    pairs = [(m.key, m.direction) for m in phase.metrics.order_by("order")]
+    return ranking_metrics(pairs, phase.primary_metric)
+
+
+def entry_scores_record(
+    *, entry: Entry, version: int, splits: Mapping[str, Mapping[str, float]]
+) -> list[Score]:
+    """Store `splits` {split: {metric: value}} as the entry's scores in `version` and keep
+    its team's best rows. Every declared metric of every split must be there and finite (the
+    caller checked; KeyError or ValueError otherwise). Must run inside a transaction."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("entry_scores_record runs inside the result's transaction")
+    phase = entry.phase
+    metrics = phase_ranking_metrics(phase)
+    submitted_at = entry.submission.created_at
+    written: list[Score] = []
+    for split, values in splits.items():
+        key = metric_key(values, metrics)
+        score = Score.objects.create(
+            phase=phase,
+            version=version,
+            split=split,
+            entry=entry,
+            team_id=entry.team_id,
+            values=dict(values),
+            metric_key=key,
+            order_key=order_key(key, submitted_at, entry.submission_id),
+            submitted_at=submitted_at,
+        )
+        _team_best_offer(score)
+        written.append(score)
+    return written
+
+
+def baseline_scores_record(
+    *, baseline: Baseline, version: int, splits: Mapping[str, Mapping[str, float]]
+) -> list[Score]:
+    """Store a baseline's scores in `version` (a baseline has no team and no best row)."""
+    phase = baseline.phase
+    metrics = phase_ranking_metrics(phase)
+    written: list[Score] = []
+    with transaction.atomic():
+        for split, values in splits.items():
+            key = metric_key(values, metrics)
+            score, _ = Score.objects.update_or_create(
+                baseline=baseline,
+                version=version,
+                split=split,
+                defaults={
+                    "phase": phase,
+                    "values": dict(values),
+                    "metric_key": key,
+                    "order_key": order_key(key, phase.start, f"baseline{baseline.pk:020d}"),
+                    "submitted_at": phase.start,
+                },
+            )
+            written.append(score)
+    return written
+
+
+def _team_best_offer(score: Score) -> None:
+    """Make `score` its team's best row if it is better than the current one (or the first)."""
+    fields = {
+        "score_id": score.pk,
+        "metric_key": score.metric_key,
+        "order_key": score.order_key,
+    }
+    where = {
+        "phase_id": score.phase_id,
+        "version": score.version,
+        "split": score.split,
+        "team_id": score.team_id,
+    }
+    if TeamBest.objects.filter(**where, order_key__gt=score.order_key).update(**fields):
+        return
+    if TeamBest.objects.filter(**where).exists():
+        return  # the current best is better
+    try:
+        with transaction.atomic():
+            TeamBest.objects.create(**where, **fields)
+    except IntegrityError:
+        # Another result of the team inserted first and committed: compare again.
+        TeamBest.objects.filter(**where, order_key__gt=score.order_key).update(**fields)
