@@ -1,7 +1,8 @@
 """Phase submissions and their scores (SPEC §11.2-§11.3).
 
 - `Entry`: a submission made to a phase, by a user for a team; `counted` and `refund_reason`
-  are the limits' bookkeeping (§11.4), `final` the team's selection for hidden splits.
+  are the limits' bookkeeping (§11.4), `final` the team's selection for hidden splits,
+  `failure` the scoring failure's code and `scoring_logs` what only hosts may read.
 - `Score`: one split's metrics of one entry or baseline in one scoring version, written only
   by stage 2 (the host's scoring program). `metric_key` encodes the metrics in the phase's
   order and directions so that a smaller key is a better row (`apps.benchmarks.ranking`);
@@ -34,6 +35,12 @@ class Entry(models.Model):
     counted = models.BooleanField(default=False)
     refund_reason = models.CharField(max_length=40, blank=True, default="")
     final = models.BooleanField(default=False)
+    # Why scoring failed, when it did: `no_predictions`, `invalid_predictions` (the
+    # participant's fault) or `scoring_failed` (the platform's); "" otherwise.
+    failure = models.CharField(max_length=40, blank=True, default="")
+    # The scoring program's output and the platform's account of a scoring failure: for
+    # hosts and staff only, never shown to a participant.
+    scoring_logs = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
