@@ -44,9 +44,11 @@ def settings_of(**values: Any) -> Change:
     return change
 
 
-def apply_challenge(host_client: APIClient, *changes: Change) -> None:
+def apply_challenge(
+    host_client: APIClient, *changes: Change, expect: HTTPStatus = HTTPStatus.CREATED
+) -> None:
     """Apply the example `digits` bundle (phases `dev`: predictions of `.csv` files, and
-    `code`), changed by `changes`, as its host."""
+    `code`), changed by `changes`, as its host (201 created; `expect` 200 for a change)."""
 
     def change(document: dict[str, Any]) -> None:
         for one in changes:
@@ -55,7 +57,7 @@ def apply_challenge(host_client: APIClient, *changes: Change) -> None:
     response = host_client.post(
         "/api/challenges/", {"bundle": _named(bundle(change))}, format="multipart"
     )
-    assert response.status_code == HTTPStatus.CREATED, response.json()
+    assert response.status_code == expect, response.json()
 
 
 def _named(data: bytes) -> Any:

@@ -108,9 +108,7 @@ def test_a_second_submission_keeps_the_team_and_a_taken_name_gets_a_free_variant
     assert Team.objects.count() == 3
 
 
-def test_a_member_of_a_team_submits_for_it(
-    digits: None, pat: User, pat_client: APIClient
-) -> None:
+def test_a_member_of_a_team_submits_for_it(digits: None, pat: User, pat_client: APIClient) -> None:
     challenge = Challenge.objects.get(slug="digits")
     team = Team.objects.create(challenge=challenge, name="Vision Lab")
     TeamMember.objects.create(team=team, challenge=challenge, user=pat)
@@ -163,7 +161,8 @@ def test_a_predictions_phase_takes_its_file_types_on_create_and_on_add(
         "invalid_extension",
     )
     assert add_file(pat_client, draft, "PART2.CSV", PREDICTIONS).status_code == HTTPStatus.CREATED
-    names = [f["filename"] for f in pat_client.get(f"/api/submissions/{draft}/files/").json()["files"]]
+    listed = pat_client.get(f"/api/submissions/{draft}/files/").json()["files"]
+    names = [f["filename"] for f in listed]
     assert names == ["predictions.csv", "PART2.CSV"]
 
 
@@ -294,11 +293,7 @@ def test_an_entry_whose_phase_a_bundle_removed_is_not_enqueued(
     def drop_code(document: dict[str, Any]) -> None:
         document["phases"] = [p for p in document["phases"] if p["slug"] != "code"]
 
-    from tests.benchmarks.bundles import bundle
-    from tests.benchmarks.phases import _named
-
-    changed = host_client.post("/api/challenges/", {"bundle": _named(bundle(drop_code))})
-    assert changed.status_code == HTTPStatus.OK, changed.json()
+    apply_challenge(host_client, drop_code, expect=HTTPStatus.OK)
 
     _error(enqueue(pat_client, draft), HTTPStatus.CONFLICT, "phase_closed")
     assert Job.objects.count() == 0
