@@ -25,3 +25,19 @@ class ChallengeNotFound(DomainError):
     code = "not_found"
     http_status = HTTPStatus.NOT_FOUND
     default_message = "No such challenge."
+
+
+class NotParticipant(DomainError):
+    """A phase submission by someone who is not an approved participant (SPEC §11.2)."""
+
+    code = "not_participant"
+    http_status = HTTPStatus.FORBIDDEN
+    default_message = "You are not an approved participant of this challenge."
+
+
+class PhaseClosed(DomainError):
+    """A phase submission outside the phase's `[start, end)`, at creation or at enqueue."""
+
+    code = "phase_closed"
+    http_status = HTTPStatus.CONFLICT
+    default_message = "This phase does not accept submissions now."

@@ -2,3 +2,18 @@
 apps below it call through their registries without importing this app."""
 
 from __future__ import annotations
+
+from apps.benchmarks.services.phase_submissions import (
+    phase_admission_check,
+    phase_submission_context,
+)
+from apps.jobs.admission_checks import register_admission_check
+from apps.submissions.contexts import register_context_resolver
+from apps.submissions.models import SubmissionKind
+
+# Phase submissions (SPEC §11.2): `challenge`/`phase` on POST /api/submissions/, and the
+# phase's check at enqueue (before the user's quotas; §11.4's team limits come after it).
+register_context_resolver(phase_submission_context)
+register_admission_check(
+    "benchmarks.phase_open", kinds=(SubmissionKind.PREDICTIONS, SubmissionKind.CODE)
+)(phase_admission_check)

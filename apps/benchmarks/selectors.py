@@ -88,3 +88,13 @@ def challenge_get_visible(*, slug: str, user: AnyUser) -> Challenge:
 
 def participant_get(*, challenge: Challenge, user_id: int) -> Participant | None:
     return Participant.objects.filter(challenge=challenge, user_id=user_id).first()
+
+
+def challenge_get_seen(*, slug: str, user: AnyUser) -> Challenge:
+    """`challenge_get_visible` without its details (phases, metrics, hosts): the row alone,
+    in one query. ChallengeNotFound (404) when the caller may not see it."""
+    ids = Challenge.objects.filter(_seen_by(user), slug=slug).values("id")
+    challenge = Challenge.objects.filter(id__in=ids).first()
+    if challenge is None:
+        raise ChallengeNotFound()
+    return challenge

@@ -11,7 +11,7 @@ from apps.core.metrics import count_refusals, counter
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# Every refusal POST /api/jobs/ can get from the service (SPEC §3, §10).
+# Every refusal POST /api/jobs/ can get from the service (SPEC §3, §10, §11.2).
 SUBMISSION_REFUSAL_CODES = (
     "invalid_request",
     "invalid_idempotency_key",
@@ -23,6 +23,7 @@ SUBMISSION_REFUSAL_CODES = (
     "missing_files",
     "invalid_transition",
     "duplicate_in_flight",
+    "phase_closed",
     "rate_limited",
     "cost_limit_exceeded",
     "quota_exceeded",

@@ -33,7 +33,12 @@ from apps.grading.selectors import grading_attempt_list, grading_review_requeste
 from apps.jobs.models import Job
 from apps.review.models import ReviewClaim
 from apps.submissions.files import MemberListing, submission_file_members
-from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
+from apps.submissions.models import (
+    Submission,
+    SubmissionFile,
+    SubmissionKind,
+    SubmissionStatus,
+)
 from apps.submissions.selectors import submission_file_list
 
 
@@ -65,6 +70,13 @@ def users_by_id(ids: set[int]) -> dict[int, Any]:
     return {u.pk: u for u in user_model.objects.filter(pk__in=ids)}
 
 
+def _ranked() -> QuerySet[Submission]:
+    """What the question/skill leaderboard ranks: completed, scored program submissions."""
+    return Submission.objects.filter(
+        status=SubmissionStatus.COMPLETED, score__isnull=False, kind=SubmissionKind.PROGRAM
+    )
+
+
 @dataclass(frozen=True)
 class LeaderboardRow:
     rank: int
@@ -77,8 +89,9 @@ class LeaderboardRow:
 def leaderboard_best(
     *, question_id: str | None, skill: str | None, limit: int = 100
 ) -> QuerySet[Submission]:
-    """Each user's best completed submission, best first (one SQL query, see `leaderboard`)."""
-    rows = Submission.objects.filter(status=SubmissionStatus.COMPLETED, score__isnull=False)
+    """Each user's best completed submission, best first (one SQL query, see `leaderboard`).
+    Only program submissions: a phase submission is ranked by its phase (SPEC §11.3)."""
+    rows = _ranked()
     if question_id is not None:
         rows = rows.filter(question_id=question_id)
     if skill is not None:
@@ -132,7 +145,7 @@ def leaderboard_questions(*, limit: int = 1000) -> list[LeaderboardQuestion]:
     submission, by question id. Only what the leaderboard itself shows is read (completed and
     scored), so a draft's or a failed submission's question id is never listed. Two queries,
     served by the `submissions_leaderboard` index."""
-    ranked = Submission.objects.filter(status=SubmissionStatus.COMPLETED, score__isnull=False)
+    ranked = _ranked()
     questions = list(
         ranked.values("question_id")
         .annotate(users=Count("owner_id", distinct=True), best=Max("score"))

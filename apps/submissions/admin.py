@@ -48,6 +48,7 @@ class SubmissionAdmin(admin.ModelAdmin[Submission]):
         "id",
         "owner",
         "status",
+        "kind",
         "question_id",
         "skill",
         "file_count",
@@ -55,13 +56,15 @@ class SubmissionAdmin(admin.ModelAdmin[Submission]):
         "score",
         "created_at",
     )
-    list_filter = ("status", "created_at")
+    list_filter = ("status", "kind", "created_at")
     search_fields = ("id", "owner__username", "question_id", "skill")
     list_select_related = ("owner",)
     readonly_fields = (
         "id",
         "owner",
         "status",
+        "kind",
+        "file_types",
         "file_count",
         "total_size",
         "score",

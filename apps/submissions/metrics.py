@@ -18,7 +18,7 @@ from apps.core.metrics import count_refusals, counter, gauge, histogram, registe
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# Every refusal an upload can get (SPEC §4, §10), created at 0 so rates see them.
+# Every refusal an upload can get (SPEC §4, §10, §11.2), created at 0 so rates see them.
 UPLOAD_REFUSAL_CODES = (
     "invalid_request",
     "invalid_filename",
@@ -34,6 +34,8 @@ UPLOAD_REFUSAL_CODES = (
     "submission_sealed",
     "not_found",
     "permission_denied",
+    "not_participant",
+    "phase_closed",
 )
 
 UPLOADS = counter(

@@ -40,6 +40,15 @@ SUBMISSION_TRANSITIONS: TransitionTable[str] = TransitionTable(
 IN_FLIGHT_STATUSES = (SubmissionStatus.PENDING, SubmissionStatus.PROCESSING)
 
 
+class SubmissionKind(models.TextChoices):
+    """What a submission is: a program graded by its own `metrics.json` (SPEC §4-§5), or a
+    submission to a challenge's phase (§11.2), whose scores the benchmarks app keeps."""
+
+    PROGRAM = "program", "Program"
+    PREDICTIONS = "predictions", "Predictions"
+    CODE = "code", "Code"
+
+
 class Submission(models.Model):
     id = models.CharField(primary_key=True, max_length=32, default=new_hex_id, editable=False)
     owner = models.ForeignKey(
@@ -53,6 +62,12 @@ class Submission(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     question_id = models.CharField(max_length=200, blank=True, default="")
     skill = models.CharField(max_length=200, blank=True, default="")
+    kind = models.CharField(
+        max_length=12, choices=SubmissionKind.choices, default=SubmissionKind.PROGRAM
+    )
+    # The extensions its files may have ("" suffixes as `ALLOWED_UPLOAD_EXTENSIONS` spells
+    # them); empty means `ALLOWED_UPLOAD_EXTENSIONS`. Fixed at creation (a phase's file types).
+    file_types = models.JSONField(default=list, blank=True)
 
     # Grading outcome.
     score = models.FloatField(null=True, blank=True)
@@ -81,6 +96,16 @@ class Submission(models.Model):
             models.CheckConstraint(
                 condition=models.Q(status__in=SubmissionStatus.values),
                 name="submissions_submission_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(kind__in=SubmissionKind.values),
+                name="submissions_submission_kind_valid",
+            ),
+            # A phase submission's scores are the benchmarks app's (hidden splits included):
+            # it never carries the question/skill score the §5 leaderboard ranks.
+            models.CheckConstraint(
+                condition=models.Q(kind=SubmissionKind.PROGRAM) | models.Q(score__isnull=True),
+                name="submissions_submission_phase_no_score",
             ),
         ]
         indexes = [

@@ -11,7 +11,13 @@ from django.db.models import Prefetch, QuerySet, Sum
 
 from apps.core.selectors import owned_get
 from apps.quotas.selectors import quota_limits, quota_policy_get
-from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus, filename_fold
+from apps.submissions.models import (
+    Submission,
+    SubmissionFile,
+    SubmissionKind,
+    SubmissionStatus,
+    filename_fold,
+)
 
 
 def submission_list(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Submission]:
@@ -50,7 +56,10 @@ def submission_file_names(*, submission: Submission) -> set[str]:
 
 
 def submission_missing_files(*, submission: Submission) -> list[str]:
-    """The required files (entrypoint, config file) not uploaded yet, in that order."""
+    """The required files (entrypoint, config file) not uploaded yet, in that order. A
+    predictions submission requires neither (its files are what is scored)."""
+    if submission.kind == SubmissionKind.PREDICTIONS:
+        return []
     names = submission_file_names(submission=submission)
     required = [submission.entrypoint, submission.config_file]
     return [name for name in dict.fromkeys(required) if name not in names]

@@ -9,7 +9,7 @@ rules of SPEC §4 judge the real name.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -19,7 +19,7 @@ from django.http.multipartparser import MultiPartParser
 
 from apps.core.exceptions import DomainError
 from apps.submissions.exceptions import FileTooLarge, TooManyFiles
-from apps.submissions.validation import validate_filename
+from apps.submissions.validation import validate_extension, validate_name
 
 CHUNK_SIZE = 1024 * 1024
 
@@ -38,8 +38,11 @@ class SubmissionUploadHandler(FileUploadHandler):
     """Counts, hashes and writes each file; refuses a bad name before writing a byte and an
     over-size file the moment it passes the limit (exactly the limit is accepted).
 
-    Raises the domain errors `InvalidFilename`, `InvalidExtension`, `FileTooLarge`,
-    `TooManyFiles`; `discard()` removes whatever was written.
+    `file_types` are the extensions the files may have (empty: `ALLOWED_UPLOAD_EXTENSIONS`);
+    None leaves the extension to the service (a new submission's body may name the phase
+    whose file types apply after its files). Raises the domain errors `InvalidFilename`,
+    `InvalidExtension`, `FileTooLarge`, `TooManyFiles`; `discard()` removes whatever was
+    written.
     """
 
     chunk_size = CHUNK_SIZE
@@ -50,8 +53,10 @@ class SubmissionUploadHandler(FileUploadHandler):
         *,
         max_total: int | None = None,
         over_total: Callable[[int], DomainError] | None = None,
+        file_types: Sequence[str] | None = (),
     ) -> None:
         super().__init__(request)
+        self.file_types = file_types
         self.max_size = int(settings.MAX_UPLOAD_FILE_SIZE)
         self.max_files = int(settings.MAX_FILES_PER_SUBMISSION)
         # A budget for all files of the request together (the request's byte bound or the
@@ -78,7 +83,9 @@ class SubmissionUploadHandler(FileUploadHandler):
         )
         if len(self.received) >= self.max_files:
             raise TooManyFiles(f"A submission holds at most {self.max_files} files.")
-        validate_filename(file_name)
+        validate_name(file_name)
+        if self.file_types is not None:
+            validate_extension(file_name, self.file_types)
         if content_length is not None and content_length > self.max_size:
             raise self._too_large(file_name)
         self.current = IncomingFile(raw_name=file_name, content_type=content_type, charset=charset)

@@ -4,6 +4,7 @@ reading the local file they are given."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from django.conf import settings
@@ -45,29 +46,40 @@ def filename_problem(name: str) -> str | None:
     return None
 
 
-def allowed_extension(name: str) -> str | None:
-    """The allowed suffix `name` ends with (compared case-insensitively), or None.
+def accepted_extensions(file_types: Sequence[str] | None = None) -> list[str]:
+    """The extensions a submission's files may have: its own `file_types` (a phase's), or
+    `ALLOWED_UPLOAD_EXTENSIONS` when it has none."""
+    chosen = file_types if file_types else settings.ALLOWED_UPLOAD_EXTENSIONS
+    return [str(s) for s in chosen]
+
+
+def allowed_extension(name: str, file_types: Sequence[str] | None = None) -> str | None:
+    """The accepted suffix `name` ends with (compared case-insensitively), or None.
 
     Suffixes are matched whole (`.tar.gz` is one suffix; `os.path.splitext` would see `.gz`).
+    `file_types` as in `accepted_extensions`.
     """
     lowered = name.lower()
-    suffixes = sorted(
-        (str(s).lower() for s in settings.ALLOWED_UPLOAD_EXTENSIONS), key=len, reverse=True
-    )
+    suffixes = sorted((s.lower() for s in accepted_extensions(file_types)), key=len, reverse=True)
     for suffix in suffixes:
         if suffix and lowered.endswith(suffix):
             return suffix
     return None
 
 
-def validate_filename(name: str) -> None:
-    """Name rules first (`invalid_filename`), then the extension rule (`invalid_extension`)."""
+def validate_name(name: str) -> None:
+    """The name rules alone (`invalid_filename`)."""
     problem = filename_problem(name)
     if problem is not None:
         raise InvalidFilename(problem, extra={"filename": name.encode("utf-8", "replace").decode()})
-    suffix = allowed_extension(name)
+
+
+def validate_extension(name: str, file_types: Sequence[str] | None = None) -> None:
+    """The extension rule (`invalid_extension`) for a name that passed `validate_name`;
+    `file_types` as in `accepted_extensions`."""
+    suffix = allowed_extension(name, file_types)
     if suffix is None:
-        allowed = ", ".join(str(s) for s in settings.ALLOWED_UPLOAD_EXTENSIONS)
+        allowed = ", ".join(accepted_extensions(file_types))
         raise InvalidExtension(
             f"'{name}' has an extension that is not accepted (allowed: {allowed}).",
             extra={"filename": name},
@@ -76,6 +88,12 @@ def validate_filename(name: str) -> None:
         raise InvalidFilename(
             f"'{name}' has no name before its extension.", extra={"filename": name}
         )
+
+
+def validate_filename(name: str, file_types: Sequence[str] | None = None) -> None:
+    """Name rules first (`invalid_filename`), then the extension rule (`invalid_extension`)."""
+    validate_name(name)
+    validate_extension(name, file_types)
 
 
 def validate_archive(*, path: Path, filename: str) -> None:

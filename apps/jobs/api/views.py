@@ -27,7 +27,8 @@ _SUBMIT_400 = (
 )
 _SUBMIT_409 = (
     "`idempotency_request_in_progress` (retry with the same key), `invalid_transition` (the "
-    "submission is not a draft), `duplicate_in_flight`, `reservation_not_active`."
+    "submission is not a draft), `duplicate_in_flight`, `reservation_not_active`, "
+    "`phase_closed` (a phase submission outside its phase's [start, end))."
 )
 _SUBMIT_429 = (
     "`quota_exceeded`, `rate_limited` (with a `Retry-After` header), `cost_limit_exceeded`."

@@ -14,12 +14,14 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError
+from django.utils import timezone
 
 from apps.core.exceptions import InvalidRequest, InvalidTransition
 from apps.core.logcontext import log_bind
 from apps.core.queue import GRADE_JOB, enqueue_on_commit
 from apps.core.validation import contains_nul
 from apps.jobs.admission import job_admit
+from apps.jobs.admission_checks import AdmissionCandidate, admission_checks_run
 from apps.jobs.exceptions import DuplicateInFlight, MissingFiles
 from apps.jobs.metrics import counts_submission_refusals, job_submission_counted
 from apps.jobs.models import Job
@@ -30,7 +32,10 @@ from apps.jobs.services.idempotency import (
 )
 from apps.submissions.models import Submission, SubmissionStatus
 from apps.submissions.selectors import submission_get, submission_missing_files
-from apps.submissions.services.transitions import submission_seal_ready, submission_transition
+from apps.submissions.services.transitions import (
+    submission_seal_ready_kind,
+    submission_transition,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +87,9 @@ def job_submit(
     its job: no other check can refuse a replay) → submission exists and is the user's
     (NotFound / PermissionDenied) → completeness (MissingFiles) → draft status
     (InvalidTransition) → in-flight dedup (DuplicateInFlight, from the partial unique
-    constraint when the submission moves to `pending`) → rate, cost and concurrent quota under
+    constraint when the submission moves to `pending`) → the checks other apps registered for
+    the submission's kind (`apps.jobs.admission_checks`: a phase's `phase_closed`, its team
+    limits) → rate, cost and concurrent quota under
     the user's policy lock (RateLimited, CostLimitExceeded, QuotaExceeded,
     ReservationNotActive) → create the job, consume the reservation, bind the key — one
     transaction (`idempotent_transaction`) — → enqueue `grade_job` after commit. Locks, in
@@ -140,8 +147,9 @@ def _duplicate_in_flight(submission: Submission) -> DuplicateInFlight:
     )
 
 
-def _submission_seal(*, user: AbstractBaseUser, submission_id: str) -> None:
-    """Move the user's complete draft to `pending`, or raise the SPEC's first failing check.
+def _submission_seal(*, user: AbstractBaseUser, submission_id: str) -> str:
+    """Move the user's complete draft to `pending`, or raise the SPEC's first failing check;
+    the submission's kind.
 
     One conditional UPDATE when everything holds (the usual case); otherwise the submission is
     locked and checked in order: exists (NotFound) and is the user's (PermissionDenied) →
@@ -149,8 +157,9 @@ def _submission_seal(*, user: AbstractBaseUser, submission_id: str) -> None:
     from the partial unique constraint).
     """
     try:
-        if submission_seal_ready(submission_id=submission_id, user_id=int(user.pk)):
-            return
+        kind = submission_seal_ready_kind(submission_id=submission_id, user_id=int(user.pk))
+        if kind is not None:
+            return kind
     except IntegrityError as exc:
         # Owner, completeness and draft status held (the UPDATE matched the row): only the
         # in-flight constraint can refuse it. Described once the transaction is rolled back.
@@ -176,6 +185,7 @@ def _submission_seal(*, user: AbstractBaseUser, submission_id: str) -> None:
         submission_transition(submission=submission, to=SubmissionStatus.PENDING)
     except IntegrityError as exc:
         raise _duplicate_in_flight(submission) from exc
+    return submission.kind
 
 
 def _job_create(
@@ -187,7 +197,10 @@ def _job_create(
     cost: float,
     reservation_id: str | None,
 ) -> SubmitResult:
-    _submission_seal(user=user, submission_id=submission_id)
+    kind = _submission_seal(user=user, submission_id=submission_id)
+    admission_checks_run(
+        AdmissionCandidate(user=user, submission_id=submission_id, kind=kind, now=timezone.now())
+    )
     admitted = job_admit(
         user=user,
         submission_id=submission_id,

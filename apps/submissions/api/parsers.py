@@ -99,7 +99,12 @@ class StreamingMultiPartParser(BaseParser):
         if self.single_file:
             self._refuse_oversize_declared_length(meta)
         max_total, over_total = self._byte_budget(request, _declared_length(meta))
-        handler = SubmissionUploadHandler(request, max_total=max_total, over_total=over_total)
+        # The view says which extensions its files may have (`upload_file_types`); None
+        # leaves them to the service.
+        file_types = getattr(context.get("view"), "upload_file_types", ())
+        handler = SubmissionUploadHandler(
+            request, max_total=max_total, over_total=over_total, file_types=file_types
+        )
         drain_limit = int(settings.MAX_UPLOAD_FILE_SIZE) + CHUNK_SIZE
         try:
             parser = RawNameMultiPartParser(

@@ -54,6 +54,7 @@ class SubmissionOutputSerializer(serializers.ModelSerializer[Submission]):
             "metadata",
             "question_id",
             "skill",
+            "kind",
             "score",
             "created_at",
             "updated_at",
@@ -98,6 +99,21 @@ class SubmissionCreateInputSerializer(serializers.Serializer[Any]):
         max_length=200, required=False, allow_blank=True, default=""
     )
     skill = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    challenge = serializers.CharField(
+        max_length=50,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="A challenge's slug: with `phase`, a submission to that phase.",
+    )
+    phase = serializers.CharField(
+        max_length=50,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The phase's slug in `challenge`. A predictions phase needs no entrypoint "
+        "or config file and takes the phase's file types.",
+    )
 
 
 class SubmissionFileAddInputSerializer(serializers.Serializer[Any]):

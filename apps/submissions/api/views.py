@@ -3,6 +3,7 @@ validates input, calls one service or selector and renders the answer."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -89,9 +90,12 @@ class ClosesUploadsMixin:
 
 class SubmissionListCreateApi(ClosesUploadsMixin, ApiView):
     """GET: your submissions, newest first (limit/offset pagination).
-    POST: create a draft submission with its first file (or, in bulk mode, all files)."""
+    POST: create a draft submission with its first file (or, in bulk mode, all files); with
+    `challenge` and `phase`, a submission to that phase."""
 
     parser_classes = [StreamingMultiPartParser]
+    # The phase named in the body decides the extensions: the service checks them.
+    upload_file_types: Sequence[str] | None = None
 
     @extend_schema(
         operation_id="submissions_list",
@@ -113,10 +117,17 @@ class SubmissionListCreateApi(ClosesUploadsMixin, ApiView):
             201: SubmissionOutputSerializer,
             **error_responses(
                 400,
+                403,
+                404,
+                409,
                 413,
                 415,
                 429,
                 _400=UPLOAD_400,
+                _403="`not_participant`: you are not an approved participant of the challenge.",
+                _404="`not_found`: no such challenge (or one you may not see), or no such phase.",
+                _409="`phase_closed`: the phase does not accept submissions now (outside "
+                "[start, end)).",
                 _413="`request_too_large`: more than MAX_SUBMISSION_REQUEST_SIZE bytes of files "
                 "in one request (add the rest file by file).",
                 _429=STORAGE_429,
@@ -133,6 +144,8 @@ class SubmissionListCreateApi(ClosesUploadsMixin, ApiView):
             metadata=data.get("metadata") or {},
             question_id=data["question_id"],
             skill=data["skill"],
+            challenge=data["challenge"],
+            phase=data["phase"],
             expected_sha256=request.headers.get("X-Content-SHA256"),
         )
         submission = submission_get(submission_id=submission.pk, user=self.user)
@@ -192,6 +205,7 @@ class SubmissionFileListCreateApi(ReaderMixin, ClosesUploadsMixin, ApiView):
     path. POST: add one file to your draft (streamed)."""
 
     parser_classes = [SingleFileMultiPartParser]
+    upload_file_types: Sequence[str] | None = ()
 
     @extend_schema(
         operation_id="submissions_files_list",
@@ -227,8 +241,10 @@ class SubmissionFileListCreateApi(ReaderMixin, ClosesUploadsMixin, ApiView):
         "with the stored file (a safe retry).",
     )
     def post(self, request: Request, submission_id: str) -> Response:
-        # Refuse an unknown, foreign or sealed submission before reading the body.
-        submission_assert_open_for_upload(user=self.user, submission_id=submission_id)
+        # Refuse an unknown, foreign or sealed submission before reading the body, whose
+        # files' extensions are then checked as they arrive (the submission's file types).
+        submission = submission_assert_open_for_upload(user=self.user, submission_id=submission_id)
+        self.upload_file_types = tuple(submission.file_types)
         self.body(SubmissionFileAddInputSerializer)
         uploads = _incoming(request.FILES.getlist("file"))
         if len(uploads) != 1:

@@ -23,6 +23,7 @@ from apps.core.exceptions import InvalidRequest
 from apps.core.models_utils import new_hex_id
 from apps.core.validation import NUL_MESSAGE, contains_nul
 from apps.quotas.services import storage_quota_error
+from apps.submissions.contexts import SubmissionContext, submission_context_resolve
 from apps.submissions.exceptions import (
     ChecksumMismatch,
     DuplicateFilename,
@@ -40,7 +41,13 @@ from apps.submissions.selectors import (
 )
 from apps.submissions.services.storage import storage_admit, stored_delete, stored_save
 from apps.submissions.uploads import IncomingFile
-from apps.submissions.validation import filename_problem, validate_archive, validate_filename
+from apps.submissions.validation import (
+    filename_problem,
+    validate_archive,
+    validate_extension,
+    validate_filename,
+    validate_name,
+)
 
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 
@@ -164,10 +171,11 @@ def _file_add(
     upload: IncomingFile,
     expected_sha256: str | None,
 ) -> FileAddResult:
-    validate_filename(upload.raw_name)
-    _check_checksum(upload, _normalized_checksum(expected_sha256))
+    validate_name(upload.raw_name)
     # Cheap refusals before anything is stored; all re-checked under the lock below.
     submission = submission_assert_open_for_upload(user=user, submission_id=submission_id)
+    validate_extension(upload.raw_name, submission.file_types)
+    _check_checksum(upload, _normalized_checksum(expected_sha256))
     existing = submission_file_get_by_name(submission=submission, filename=upload.raw_name)
     if existing is not None:
         return _same_or_duplicate(existing, upload)
@@ -220,23 +228,39 @@ def submission_create(
     metadata: dict[str, Any] | None = None,
     question_id: str = "",
     skill: str = "",
+    challenge: str = "",
+    phase: str = "",
     expected_sha256: str | None = None,
 ) -> Submission:
     """Create a draft submission owned by `user` with its first file(s) (bulk mode: several).
 
+    With `challenge` and `phase` (slugs, both or neither) it is a phase submission (SPEC
+    §11.2): the registered resolver (`apps.submissions.contexts`) decides first whether the
+    user may submit there (its refusals: NotFound, `not_participant`, `phase_closed`) and
+    what the submission is; a predictions submission has no entrypoint or config file, and
+    its files take the phase's extensions instead of `ALLOWED_UPLOAD_EXTENSIONS`.
+
     All files are checked, then stored outside any transaction, then the submission and its
-    file rows are inserted in one transaction; any refusal deletes what was stored. Not
-    idempotent (each call is a new submission). `expected_sha256` applies to a single file.
-    Raises InvalidRequest, InvalidFilename, InvalidExtension, DuplicateFilename (two files of
-    one name), TooManyFiles, ChecksumMismatch, InvalidArchive, UnsafeArchive, RequestTooLarge
-    (more than `MAX_SUBMISSION_REQUEST_SIZE` bytes of files), StorageQuotaExceeded (decided
-    under the user's quota policy lock, so concurrent creates never pass the limit).
+    file rows are inserted in one transaction (with the context's `on_created`, the phase's
+    entry); any refusal deletes what was stored. Not idempotent (each call is a new
+    submission). `expected_sha256` applies to a single file. Raises InvalidRequest,
+    InvalidFilename, InvalidExtension, DuplicateFilename (two files of one name),
+    TooManyFiles, ChecksumMismatch, InvalidArchive, UnsafeArchive, RequestTooLarge (more than
+    `MAX_SUBMISSION_REQUEST_SIZE` bytes of files), StorageQuotaExceeded (decided under the
+    user's quota policy lock, so concurrent creates never pass the limit).
     """
     metadata = metadata if metadata is not None else {}
-    _create_fields_check(
-        uploads=uploads, entrypoint=entrypoint, config_file=config_file, metadata=metadata
+    context = submission_context_resolve(
+        user=user, challenge=challenge, phase=phase, question_id=question_id, skill=skill
     )
-    _create_names_check(uploads)
+    if not context.needs_program:
+        entrypoint = config_file = ""
+    _create_fields_check(
+        uploads=uploads,
+        program=(entrypoint, config_file) if context.needs_program else None,
+        metadata=metadata,
+    )
+    _create_names_check(uploads, context.file_types)
     _create_checksum_check(uploads, expected_sha256)
     total = _create_size_check(user=user, uploads=uploads)
     for upload in uploads:
@@ -249,21 +273,23 @@ def submission_create(
         metadata=metadata,
         question_id=question_id,
         skill=skill,
+        kind=context.kind,
+        file_types=list(context.file_types),
     )
-    _create_store_and_insert(user=user, draft=draft, uploads=uploads, total=total)
+    _create_store_and_insert(user=user, draft=draft, uploads=uploads, total=total, context=context)
     upload_created(sizes=[upload.size or 0 for upload in uploads])
     return draft
 
 
 def _create_fields_check(
-    *, uploads: Sequence[IncomingFile], entrypoint: str, config_file: str, metadata: Any
+    *, uploads: Sequence[IncomingFile], program: tuple[str, str] | None, metadata: Any
 ) -> None:
-    """InvalidRequest naming every bad field: no file, a bad entrypoint or config file name,
-    NUL in the metadata."""
+    """InvalidRequest naming every bad field: no file, a bad entrypoint or config file name
+    (`program`, None when the submission has neither), NUL in the metadata."""
     fields: dict[str, list[str]] = {}
     if not uploads:
         fields["files"] = ["At least one file is required."]
-    for field_name, value in (("entrypoint", entrypoint), ("config_file", config_file)):
+    for field_name, value in zip(("entrypoint", "config_file"), program or (), strict=False):
         problem = filename_problem(value)
         if problem:
             fields[field_name] = [problem]
@@ -273,15 +299,15 @@ def _create_fields_check(
         raise InvalidRequest("; ".join(f"{k}: {v[0]}" for k, v in fields.items()), fields=fields)
 
 
-def _create_names_check(uploads: Sequence[IncomingFile]) -> None:
-    """TooManyFiles, InvalidFilename, InvalidExtension, or DuplicateFilename for two files
-    whose names fold alike."""
+def _create_names_check(uploads: Sequence[IncomingFile], file_types: Sequence[str]) -> None:
+    """TooManyFiles, InvalidFilename, InvalidExtension (against `file_types`, empty:
+    `ALLOWED_UPLOAD_EXTENSIONS`), or DuplicateFilename for two files whose names fold alike."""
     limit = int(settings.MAX_FILES_PER_SUBMISSION)
     if len(uploads) > limit:
         raise TooManyFiles(f"A submission holds at most {limit} files.", extra={"max_files": limit})
     seen: dict[str, str] = {}
     for upload in uploads:
-        validate_filename(upload.raw_name)
+        validate_filename(upload.raw_name, file_types)
         folded = filename_fold(upload.raw_name)
         if folded in seen:
             raise DuplicateFilename(
@@ -320,10 +346,16 @@ def _create_size_check(*, user: AbstractBaseUser, uploads: Sequence[IncomingFile
 
 
 def _create_store_and_insert(
-    *, user: AbstractBaseUser, draft: Submission, uploads: Sequence[IncomingFile], total: int
+    *,
+    user: AbstractBaseUser,
+    draft: Submission,
+    uploads: Sequence[IncomingFile],
+    total: int,
+    context: SubmissionContext,
 ) -> None:
     """Store every file (outside any transaction), then insert the draft and its file rows in
-    one transaction under the user's quota policy lock; any failure deletes what was stored."""
+    one transaction under the user's quota policy lock, and run the context's `on_created`
+    in it; any failure deletes what was stored."""
     stored: list[str] = []
     try:
         for upload in uploads:
@@ -340,6 +372,7 @@ def _create_store_and_insert(
                 raise DuplicateFilename(
                     "Two files have the same name (compared case-insensitively)."
                 ) from exc
+            context.on_created(draft)
     except BaseException:
         stored_delete(stored)
         raise

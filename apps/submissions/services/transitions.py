@@ -19,6 +19,7 @@ from apps.submissions.models import (
     SUBMISSION_TRANSITIONS,
     Submission,
     SubmissionFile,
+    SubmissionKind,
     SubmissionStatus,
 )
 
@@ -58,13 +59,17 @@ def submission_status_values(*, to: SubmissionStatus) -> dict[str, Any]:
 
 # Raw SQL on purpose: the ORM spent several times longer compiling this UPDATE (two correlated
 # EXISTS) than the database spent running it, on the hottest write path (docs/benchmarks.md).
+# A predictions submission has no entrypoint or config file to find (SPEC §11.2). RETURNING
+# (PostgreSQL; SQLite since 3.35) tells the caller the kind without a second query.
 _SEAL_READY = SqlStatement(
     "UPDATE {s} SET {s.status} = %s, {s.updated_at} = %s"
     " WHERE {s.id} = %s AND {s.owner} = %s AND {s.status} = %s"
-    " AND EXISTS (SELECT 1 FROM {f} f WHERE f.{f.submission} = {s}.{s.id}"
+    " AND ({s.kind} = %s"
+    " OR (EXISTS (SELECT 1 FROM {f} f WHERE f.{f.submission} = {s}.{s.id}"
     " AND f.{f.filename} = {s}.{s.entrypoint})"
     " AND EXISTS (SELECT 1 FROM {f} f WHERE f.{f.submission} = {s}.{s.id}"
-    " AND f.{f.filename} = {s}.{s.config_file})",
+    " AND f.{f.filename} = {s}.{s.config_file})))"
+    " RETURNING {s.kind}",
     s=Submission,
     f=SubmissionFile,
 )
@@ -73,18 +78,28 @@ _SEAL_READY = SqlStatement(
 def submission_seal_ready(*, submission_id: str, user_id: int) -> bool:
     """Move the user's complete draft `submission_id` to `pending` in one conditional UPDATE.
 
-    The fast path of job submission: True when the row was the user's, a draft, and had its
-    entrypoint and config file, and is now `pending` (row locked until the transaction ends).
-    False changes nothing: the caller then runs the locked path (`submission_get(for_update)`,
-    then the checks in the SPEC's order) to raise the right error. A concurrent upload can only
-    add files, and entrypoint and config file never change, so a stale read here can only make
-    it return False, never seal an incomplete submission. Raises IntegrityError when the
-    in-flight constraint refuses the move (on PostgreSQL that aborts the transaction).
+    The fast path of job submission: True when the row was the user's, a draft, and complete
+    (its entrypoint and config file uploaded; a predictions submission needs neither), and is
+    now `pending` (row locked until the transaction ends). False changes nothing: the caller
+    then runs the locked path (`submission_get(for_update)`, then the checks in the SPEC's
+    order) to raise the right error. A concurrent upload can only add files, and entrypoint,
+    config file and kind never change, so a stale read here can only make it return False,
+    never seal an incomplete submission. Raises IntegrityError when the in-flight constraint
+    refuses the move (on PostgreSQL that aborts the transaction).
     """
+    return submission_seal_ready_kind(submission_id=submission_id, user_id=user_id) is not None
+
+
+def submission_seal_ready_kind(*, submission_id: str, user_id: int) -> str | None:
+    """`submission_seal_ready`, answering the sealed submission's `kind` (None: nothing
+    changed)."""
     if contains_nul(submission_id):
-        return False
+        return None
     # The same table as every other status change: draft → pending.
     SUBMISSION_TRANSITIONS.assert_allowed(SubmissionStatus.DRAFT, SubmissionStatus.PENDING)
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     params = [SubmissionStatus.PENDING.value, now, submission_id, user_id]
-    return _SEAL_READY.rowcount([*params, SubmissionStatus.DRAFT.value]) == 1
+    row = _SEAL_READY.fetchone(
+        [*params, SubmissionStatus.DRAFT.value, SubmissionKind.PREDICTIONS.value]
+    )
+    return None if row is None else str(row[0])
