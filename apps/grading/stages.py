@@ -52,6 +52,8 @@ class StageSpec:
       folders and regular files once the program ended (links and special files are left
       out; bounded by `limits.scratch_bytes`), e.g. the run stage's predictions, mounted
       read-only into the score stage. None: only the result file comes back.
+    - `readonly_work`: the working folder is `files` itself, read-only (bubblewrap only),
+      instead of a writable copy.
     """
 
     name: str
@@ -63,6 +65,7 @@ class StageSpec:
     result: str = METRICS_FILE
     environment: Mapping[str, str] = field(default_factory=dict)
     collect: Path | None = None
+    readonly_work: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,7 @@ def _run(
         result=spec.result,
         environment=spec.environment,
         collect=spec.collect,
+        readonly_work=spec.readonly_work,
     )
     return stage_outcome(spec.name, outcome, collect=spec.collect)
 

@@ -90,6 +90,10 @@ GRADING_ALLOW_UNSANDBOXED = env.bool("GRADING_ALLOW_UNSANDBOXED", default=False)
 GRADING_SCRATCH_SIZE = int(env_number("GRADING_SCRATCH_SIZE", 2147483648))
 GRADING_MAX_PROCESSES = int(env_number("GRADING_MAX_PROCESSES", 64))
 GRADING_MAX_OPEN_FILES = int(env_number("GRADING_MAX_OPEN_FILES", 256))
+# Where a worker keeps the bundle folders a phase's stages read (scoring program, reference and
+# input data), extracted once per digest; "" is a folder in the system's temporary folder.
+GRADING_BUNDLE_CACHE = env.str("GRADING_BUNDLE_CACHE", default="")
+GRADING_BUNDLE_CACHE_SIZE = int(env_number("GRADING_BUNDLE_CACHE_SIZE", 10 * 1024**3))
 _score_min = env.str("GRADING_SCORE_MIN", default="")
 _score_max = env.str("GRADING_SCORE_MAX", default="")
 GRADING_SCORE_MIN: float | None = float(_score_min) if _score_min else None
