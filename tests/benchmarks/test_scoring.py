@@ -121,13 +121,18 @@ def test_invalid_predictions_show_the_hosts_message(challenge: Any, user: User) 
     assert not entry.scores.exists()
 
 
+def _writes(document: str) -> str:
+    return f"open('/scores/scores.json', 'w').write({document!r})"
+
+
+GOOD_PRIVATE = '"private": {"accuracy": 1, "errors": 0}'
 FAULTS = {
-    "nan": 'open("/scores/scores.json", "w").write(\'{"public": {"accuracy": NaN, "errors": 1}, "private": {"accuracy": 1, "errors": 0}}\')',
-    "missing_metric": 'open("/scores/scores.json", "w").write(\'{"public": {"accuracy": 1}, "private": {"accuracy": 1, "errors": 0}}\')',
-    "missing_split": 'open("/scores/scores.json", "w").write(\'{"public": {"accuracy": 1, "errors": 0}}\')',
-    "boolean": 'open("/scores/scores.json", "w").write(\'{"public": {"accuracy": true, "errors": 0}, "private": {"accuracy": 1, "errors": 0}}\')',
+    "nan": _writes('{"public": {"accuracy": NaN, "errors": 1}, ' + GOOD_PRIVATE + "}"),
+    "missing_metric": _writes('{"public": {"accuracy": 1}, ' + GOOD_PRIVATE + "}"),
+    "missing_split": _writes('{"public": {"accuracy": 1, "errors": 0}}'),
+    "boolean": _writes('{"public": {"accuracy": true, "errors": 0}, ' + GOOD_PRIVATE + "}"),
     "crash": 'raise RuntimeError("scorer bug")',
-    "bad_json": 'open("/scores/scores.json", "w").write("{not json")',
+    "bad_json": _writes("{not json"),
     "no_file": 'print("forgot to write")',
     "timeout": "import time\ntime.sleep(60)",
 }
