@@ -8,9 +8,10 @@ digest and reused by every grading on this host.
 - Atomic: a folder is extracted under a temporary name in the cache and renamed into place,
   so a concurrent worker sees it whole or not at all; two workers extracting the same folder
   at once both succeed and one copy is kept.
-- Private: the cache root is 0700, owned by the sandbox's uid under a root worker (bubblewrap
-  runs as that uid and must reach the folders it mounts), so no other host user reads the
-  reference data.
+- Private: the cache root is 0711, so the sandbox's uid (which differs per worker process
+  under a root worker) can reach a folder it is given but nobody can list the cache; a folder's
+  name is keyed with a random secret kept in the cache (0600), so no other host user can name
+  the folder that holds a phase's reference data.
 - Bounded: after an extraction, the least recently used folders not used for an hour are
   removed until the cache holds at most GRADING_BUNDLE_CACHE_SIZE bytes.
 """
@@ -31,28 +32,46 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 
 from apps.core.archives import Budget, check_archive, member_target
-from apps.grading.isolation import sandbox_host_uid
 from apps.grading.phases import BundleFolder
 
 _SIZE_SUFFIX = ".bytes"
+_KEY_FILE = ".secret"  # the random secret folder names are keyed with
 _IN_USE_SECONDS = 3600.0
 
 
 def cache_root() -> Path:
-    """The cache folder, created private on first use."""
+    """The cache folder, created on first use (0711: traversable, not listable)."""
     configured = str(settings.GRADING_BUNDLE_CACHE)
     root = Path(configured) if configured else Path(tempfile.gettempdir()) / "yoyaku-bundles"
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(root, 0o700)
-    uid = sandbox_host_uid()
-    if uid is not None and root.stat().st_uid != uid:
-        os.chown(root, uid, uid)
+    root.mkdir(mode=0o711, parents=True, exist_ok=True)
+    if root.stat().st_mode & 0o777 != 0o711:
+        os.chmod(root, 0o711)  # noqa: S103 - traversal only: the names are secret
     return root
 
 
+def _cache_secret(root: Path) -> bytes:
+    """The cache's random secret, created once (atomically: written aside, then linked)."""
+    path = root / _KEY_FILE
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    handle, name = tempfile.mkstemp(prefix=".secret-", dir=root)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(os.urandom(32).hex().encode())
+        with contextlib.suppress(FileExistsError):
+            os.link(name, path)  # the first worker's secret wins
+    finally:
+        os.unlink(name)
+    return path.read_bytes()
+
+
 def cache_key(folder: BundleFolder) -> str:
-    text = f"{folder.bundle_file}\0{folder.folder}\0{folder.digest}"
-    return hashlib.sha256(text.encode()).hexdigest()[:40]
+    """The folder's name in the cache: unguessable without the cache's secret."""
+    secret = _cache_secret(cache_root())
+    text = f"{folder.bundle_file}\0{folder.folder}\0{folder.digest}".encode()
+    return hashlib.sha256(secret + b"\0" + text).hexdigest()[:40]
 
 
 def bundle_folders_materialize(folders: Sequence[BundleFolder]) -> list[Path]:
