@@ -135,8 +135,9 @@ if not SCHEDULE_WEBHOOK_SECRET:
     SCHEDULE_WEBHOOK_SECRET = "whsec_eW95YWt1LWRldmVsb3BtZW50LXdlYmhvb2stc2VjcmV0"  # noqa: S105
 
 # django-q2: `retry` must exceed `timeout`, which must exceed the longest task's own limit
-# (grading), or the broker re-delivers a task that is still running.
-Q_TIMEOUT = int(env_number("Q_TIMEOUT", max(GRADING_TIMEOUT + 60, 120)))
+# (grading), or the broker re-delivers a task that is still running. A phase submission runs two
+# stages, each up to GRADING_TIMEOUT.
+Q_TIMEOUT = int(env_number("Q_TIMEOUT", max(2 * GRADING_TIMEOUT + 60, 120)))
 Q_CLUSTER: dict[str, Any] = {
     "name": "yoyaku",
     "workers": int(env_number("Q_WORKERS", 2)),
