@@ -41,7 +41,7 @@ from apps.grading.isolation import (
     isolation_probe,
 )
 from apps.grading.phase_grader import phase_grade
-from apps.grading.phase_results import phase_invalid
+from apps.grading.phase_results import phase_invalid, phase_scoring_failed
 from apps.grading.phases import phase_plan_get
 from apps.grading.results import GradingResult as GradingResult  # the Grader protocol's
 from apps.grading.results import result_from_stages
@@ -239,11 +239,13 @@ class SandboxGrader:
 
     def grade(self, request: GradingRequest) -> GradingResult:
         isolation = grading_isolation()
+        plan = phase_plan_get(submission_id=request.submission_id)
         if not isolation.allowed:
+            if plan is not None:  # the platform's fault: hosts read why
+                return phase_scoring_failed(plan, isolation.reason, logs="")
             return GradingResult(outcome="failed", reason=isolation.reason)
         limits = grading_limits()
         on_output = request.on_output
-        plan = phase_plan_get(submission_id=request.submission_id)
         with input_folder() as root:
             try:
                 scratch_prepare(request.files, root)

@@ -4,6 +4,7 @@ scores, every scoring outcome, and baselines scored when the bundle is applied."
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -173,3 +174,16 @@ def test_baselines_are_scored_after_the_bundle_is_applied_once(
         "private": {"accuracy": 1 / 15, "errors": 14.0},
     }
     assert phase_of(challenge, "dev").baselines.get().pk == baseline_id
+
+
+def test_a_worker_that_may_not_grade_fails_a_phase_submission_as_the_platforms_fault(
+    challenge: Any, user: User, settings: Any
+) -> None:
+    settings.GRADING_PYTHON = sys.executable  # the platform's own interpreter: refused
+    submission, job = phase_submission(
+        user, phase_of(challenge, "dev"), {"predictions.csv": predictions_csv()}
+    )
+    submission, job, entry = graded(submission, job)
+    assert (submission.status, entry.failure) == ("failed", "scoring_failed")
+    assert submission.status_reason == SCORING_FAILED_REASON
+    assert "virtualenv" in entry.scoring_logs
