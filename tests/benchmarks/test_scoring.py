@@ -186,4 +186,4 @@ def test_a_worker_that_may_not_grade_fails_a_phase_submission_as_the_platforms_f
     submission, job, entry = graded(submission, job)
     assert (submission.status, entry.failure) == ("failed", "scoring_failed")
     assert submission.status_reason == SCORING_FAILED_REASON
-    assert "virtualenv" in entry.scoring_logs
+    assert "GRADING_PYTHON" in entry.scoring_logs
