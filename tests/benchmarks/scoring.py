@@ -22,7 +22,7 @@ from apps.benchmarks.models import Challenge, Entry, Phase, Team, TeamMember
 from apps.benchmarks.services.apply import challenge_apply
 from apps.grading.tasks import grade_job
 from apps.jobs.models import Job
-from apps.submissions.models import Submission
+from apps.submissions.models import Submission, SubmissionStatus
 from tests.benchmarks.bundles import EXAMPLE, bundle, grant_add_challenge
 from tests.factories.jobs import make_job
 from tests.factories.submissions import make_stored_submission
@@ -92,14 +92,20 @@ def phase_of(challenge: Challenge, slug: str) -> Phase:
     return Phase.objects.get(challenge=challenge, slug=slug)
 
 
-def phase_submission(
-    user: User, phase: Phase, files: dict[str, bytes], *, entrypoint: str = "main.py"
-) -> tuple[Submission, Job]:
-    """A pending phase submission of `user` (a team of one) with its files, and its job."""
+def phase_draft(
+    user: User, phase: Phase, files: dict[str, bytes], *, status: str = SubmissionStatus.DRAFT
+) -> Submission:
+    """A phase submission of `user` (a team of one) with its stored files and its entry."""
     team, _ = Team.objects.get_or_create(challenge=phase.challenge, name=user.get_username())
     TeamMember.objects.get_or_create(team=team, challenge=phase.challenge, user=user)
-    submission = make_stored_submission(user, extra_files=files, entrypoint=entrypoint)
+    submission = make_stored_submission(user, extra_files=files, status=status)
     Entry.objects.create(submission=submission, phase=phase, team=team, user=user)
+    return submission
+
+
+def phase_submission(user: User, phase: Phase, files: dict[str, bytes]) -> tuple[Submission, Job]:
+    """A pending phase submission and its queued job."""
+    submission = phase_draft(user, phase, files, status=SubmissionStatus.PENDING)
     return submission, make_job(submission)
 
 

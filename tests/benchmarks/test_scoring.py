@@ -5,20 +5,23 @@ scores, every scoring outcome, and baselines scored when the bundle is applied."
 from __future__ import annotations
 
 import sys
+from http import HTTPStatus
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 
-from apps.benchmarks.models import Score
+from apps.benchmarks.models import Entry, Score
 from apps.benchmarks.tasks import baseline_score
-from apps.core.queue import BASELINE_SCORE, TaskEnqueue
+from apps.core.queue import BASELINE_SCORE, GRADE_JOB, TaskEnqueue
 from apps.grading.phase_results import NO_PREDICTIONS_REASON, SCORING_FAILED_REASON
+from apps.grading.tasks import grade_job
 from tests.benchmarks.scoring import (
     apply_bundle,
     graded,
     host_user,
     perfect_program,
+    phase_draft,
     phase_of,
     phase_submission,
     predictions_csv,
@@ -187,3 +190,20 @@ def test_a_worker_that_may_not_grade_fails_a_phase_submission_as_the_platforms_f
     assert (submission.status, entry.failure) == ("failed", "scoring_failed")
     assert submission.status_reason == SCORING_FAILED_REASON
     assert "GRADING_PYTHON" in entry.scoring_logs
+
+
+def test_a_code_submission_enqueued_through_the_jobs_api_is_scored(
+    challenge: Any, user: User, client_for: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    phase = phase_of(challenge, "code")
+    submission = phase_draft(user, phase, perfect_program())
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client_for(user).post(
+            "/api/jobs/", {"submission_id": submission.pk}, format="json"
+        )
+    assert response.status_code == HTTPStatus.CREATED, response.content
+    [task] = [c for c in callbacks if isinstance(c, TaskEnqueue) and c.task == GRADE_JOB]
+    grade_job(*task.args)  # what the worker does with the delivered task
+    submission.refresh_from_db()
+    assert submission.status == "completed"
+    assert scores_of(Entry.objects.get(pk=submission.pk)) == PERFECT
