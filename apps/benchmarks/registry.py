@@ -7,6 +7,8 @@ from apps.benchmarks.services.phase_submissions import (
     phase_admission_check,
     phase_submission_context,
 )
+from apps.benchmarks.services.scoring import EntryPhaseProvider
+from apps.grading.phases import phase_provider_register
 from apps.jobs.admission_checks import register_admission_check
 from apps.submissions.contexts import register_context_resolver
 from apps.submissions.models import SubmissionKind
@@ -17,3 +19,6 @@ register_context_resolver(phase_submission_context)
 register_admission_check(
     "benchmarks.phase_open", kinds=(SubmissionKind.PREDICTIONS, SubmissionKind.CODE)
 )(phase_admission_check)
+
+# Phase submissions are graded in two stages and their scores written with the result.
+phase_provider_register(EntryPhaseProvider())

@@ -40,6 +40,9 @@ from apps.grading.isolation import (
     input_folder_hand_over,
     isolation_probe,
 )
+from apps.grading.phase_grader import phase_grade
+from apps.grading.phase_results import phase_invalid, phase_scoring_failed
+from apps.grading.phases import phase_plan_get
 from apps.grading.results import GradingResult as GradingResult  # the Grader protocol's
 from apps.grading.results import result_from_stages
 from apps.grading.stages import (
@@ -229,13 +232,17 @@ def stage_backend(isolation: Isolation) -> StageBackend:
 class SandboxGrader:
     """The default grader: a one-stage pipeline (`apps.grading.stages`), the submission's
     program in a bubblewrap sandbox under the limits of `grading_limits()` (see the module
-    docstring and `apps.grading.isolation`)."""
+    docstring and `apps.grading.isolation`); a phase submission's two stages
+    (`apps.grading.phase_grader`) when the phase provider has a scoring plan for it."""
 
     name = "sandbox"
 
     def grade(self, request: GradingRequest) -> GradingResult:
         isolation = grading_isolation()
+        plan = phase_plan_get(submission_id=request.submission_id)
         if not isolation.allowed:
+            if plan is not None:  # the platform's fault: hosts read why
+                return phase_scoring_failed(plan, isolation.reason, logs="")
             return GradingResult(outcome="failed", reason=isolation.reason)
         limits = grading_limits()
         on_output = request.on_output
@@ -243,7 +250,19 @@ class SandboxGrader:
             try:
                 scratch_prepare(request.files, root)
             except ArchiveError as exc:
+                if plan is not None:
+                    return phase_invalid(plan, str(exc))
                 return GradingResult(outcome="failed", reason=str(exc))
+            if plan is not None:
+                return phase_grade(
+                    plan,
+                    root=root,
+                    entrypoint=request.entrypoint,
+                    config_file=request.config_file,
+                    backend=stage_backend(isolation),
+                    limits=limits,
+                    on_output=on_output,
+                )
             entry = root / request.entrypoint
             if not entry.is_file() or entry.is_symlink():
                 return GradingResult(

@@ -36,6 +36,7 @@ from apps.core.logcontext import log_bind
 from apps.grading.grader import GradingFile, GradingRequest
 from apps.grading.metrics import grading_attempt_started, grading_ended, grading_skipped
 from apps.grading.models import GRADING_ATTEMPT_TRANSITIONS, GradingAttempt, GradingOutcome
+from apps.grading.phases import phase_outcome_record
 from apps.grading.queueing import grading_enqueue
 from apps.grading.results import GradingResult
 from apps.grading.selectors import grading_job_get
@@ -269,7 +270,9 @@ def grading_result_record(*, lease: Lease, result: GradingResult) -> bool:
     lease was taken over after expiry, or cleared by a cancel, writes nothing (logged). On
     success, in one transaction: submission → completed / review_pending / failed (score,
     reason), job → completed (failed when the submission failed) with the captured logs, the
-    attempt closed. A finished job frees its quota slot at once (quotas count job statuses).
+    attempt closed, and a phase submission's scores or scoring failure recorded by the phase
+    provider (`apps.grading.phases`). A finished job frees its quota slot at once (quotas count
+    job statuses).
     """
     now = timezone.now()
     target = SubmissionStatus(result.outcome)
@@ -293,6 +296,8 @@ def grading_result_record(*, lease: Lease, result: GradingResult) -> bool:
             error=result.reason if failed else "",
         ):
             logger.info("grading: job %s changed under us; left as it is", lease.job_id)
+        if result.phase is not None:
+            phase_outcome_record(submission_id=lease.submission_id, outcome=result.phase)
         GRADING_ATTEMPT_TRANSITIONS.move(
             GradingAttempt.objects.filter(lease_token=lease.token),
             old=GradingOutcome.RUNNING,

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
+from apps.grading.phases import PhaseOutcome
 from apps.grading.stages import StageOutcome
 from apps.submissions.models import SubmissionStatus
 
@@ -30,7 +31,8 @@ OUTCOMES = (
 
 @dataclass(frozen=True)
 class GradingResult:
-    """`outcome` is the submission's next status: completed, review_pending or failed."""
+    """`outcome` is the submission's next status: completed, review_pending or failed.
+    `phase`: a phase submission's scores or scoring failure, written with the result."""
 
     outcome: str
     score: float | None = None
@@ -38,6 +40,7 @@ class GradingResult:
     logs: str = ""
     exit_code: int | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
+    phase: PhaseOutcome | None = None
 
 
 def result_checked(result: GradingResult) -> GradingResult:
@@ -62,7 +65,7 @@ def result_from_stages(outcomes: Sequence[StageOutcome], *, timeout: float) -> G
     logs = outcomes[0].logs
     failed = next((outcome for outcome in outcomes if not outcome.ok), None)
     if failed is not None:
-        return _result_of_failed_stage(failed, logs=logs, timeout=timeout)
+        return result_of_failed_stage(failed, logs=logs, timeout=timeout)
     last = outcomes[-1]
     if last.result_problem:
         return GradingResult(outcome="failed", reason=last.result_problem, logs=logs, exit_code=0)
@@ -85,7 +88,7 @@ def result_from_stages(outcomes: Sequence[StageOutcome], *, timeout: float) -> G
     return result_from_metrics(metrics, logs=logs, exit_code=0)
 
 
-def _result_of_failed_stage(outcome: StageOutcome, *, logs: str, timeout: float) -> GradingResult:
+def result_of_failed_stage(outcome: StageOutcome, *, logs: str, timeout: float) -> GradingResult:
     if outcome.timed_out:
         return GradingResult(
             outcome="failed",

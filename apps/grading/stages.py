@@ -9,11 +9,12 @@ through `apps.grading.isolation`; a container or remote backend is another class
 `run`. `pipeline_run` runs stages in order, stops at the first that fails, and hands every
 stage's live logs to one callback.
 
-Today's grading is a one-stage pipeline (`run`: the submission's program, `metrics.json` in
-its working folder); SPEC §11.2's phases add a `score` stage (the host's program, the run
+A question's grading is a one-stage pipeline (`run`: the submission's program, `metrics.json`
+in its working folder); a phase submission (SPEC §11.2, `apps.grading.phase_grader`) has a
+`run` stage with its own files read-only, then a `score` stage (the host's program, the run
 stage's predictions and the reference data read-only, `/scores/scores.json` written). What an
-outcome means for a submission is decided in one place, `apps.grading.results`; the lease and
-the result write never see a stage.
+outcome means for a submission is decided in `apps.grading.results` and, for a phase,
+`apps.grading.phase_results`; the lease and the result write never see a stage.
 
 No Django here: stages are paths, limits and argv, like the isolation package.
 """
@@ -52,6 +53,8 @@ class StageSpec:
       folders and regular files once the program ended (links and special files are left
       out; bounded by `limits.scratch_bytes`), e.g. the run stage's predictions, mounted
       read-only into the score stage. None: only the result file comes back.
+    - `readonly_work`: the working folder is `files` itself, read-only (bubblewrap only),
+      instead of a writable copy.
     """
 
     name: str
@@ -63,6 +66,7 @@ class StageSpec:
     result: str = METRICS_FILE
     environment: Mapping[str, str] = field(default_factory=dict)
     collect: Path | None = None
+    readonly_work: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,7 @@ def _run(
         result=spec.result,
         environment=spec.environment,
         collect=spec.collect,
+        readonly_work=spec.readonly_work,
     )
     return stage_outcome(spec.name, outcome, collect=spec.collect)
 

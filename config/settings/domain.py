@@ -90,6 +90,10 @@ GRADING_ALLOW_UNSANDBOXED = env.bool("GRADING_ALLOW_UNSANDBOXED", default=False)
 GRADING_SCRATCH_SIZE = int(env_number("GRADING_SCRATCH_SIZE", 2147483648))
 GRADING_MAX_PROCESSES = int(env_number("GRADING_MAX_PROCESSES", 64))
 GRADING_MAX_OPEN_FILES = int(env_number("GRADING_MAX_OPEN_FILES", 256))
+# Where a worker keeps the bundle folders a phase's stages read (scoring program, reference and
+# input data), extracted once per digest; "" is a folder in the system's temporary folder.
+GRADING_BUNDLE_CACHE = env.str("GRADING_BUNDLE_CACHE", default="")
+GRADING_BUNDLE_CACHE_SIZE = int(env_number("GRADING_BUNDLE_CACHE_SIZE", 10 * 1024**3))
 _score_min = env.str("GRADING_SCORE_MIN", default="")
 _score_max = env.str("GRADING_SCORE_MAX", default="")
 GRADING_SCORE_MIN: float | None = float(_score_min) if _score_min else None
@@ -131,8 +135,9 @@ if not SCHEDULE_WEBHOOK_SECRET:
     SCHEDULE_WEBHOOK_SECRET = "whsec_eW95YWt1LWRldmVsb3BtZW50LXdlYmhvb2stc2VjcmV0"  # noqa: S105
 
 # django-q2: `retry` must exceed `timeout`, which must exceed the longest task's own limit
-# (grading), or the broker re-delivers a task that is still running.
-Q_TIMEOUT = int(env_number("Q_TIMEOUT", max(GRADING_TIMEOUT + 60, 120)))
+# (grading), or the broker re-delivers a task that is still running. A phase submission runs two
+# stages, each up to GRADING_TIMEOUT.
+Q_TIMEOUT = int(env_number("Q_TIMEOUT", max(2 * GRADING_TIMEOUT + 60, 120)))
 Q_CLUSTER: dict[str, Any] = {
     "name": "yoyaku",
     "workers": int(env_number("Q_WORKERS", 2)),

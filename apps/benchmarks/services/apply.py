@@ -36,6 +36,7 @@ from apps.benchmarks.selectors import challenge_get, challenge_may_manage
 from apps.benchmarks.services.bundle_archive import BundleArchive
 from apps.benchmarks.services.config import ChallengeConfig, PhaseConfig, bundle_config
 from apps.benchmarks.services.plan import PlanOp, bundle_plan, config_from_challenge, plan_changes
+from apps.benchmarks.services.scoring import baselines_score_enqueue
 from apps.core.exceptions import PermissionDenied
 from apps.core.models_utils import new_hex_id
 from apps.core.permissions import user_has_permission
@@ -222,6 +223,8 @@ def _apply_locked(
             challenge.bundle_version += 1
             challenge.save()
         _rows_write(challenge, config)
+        # Baselines without a score in their phase's current version are scored after commit.
+        baselines_score_enqueue(challenge=challenge)
         if replaced is not None and replaced not in bundle_files_in_use(challenge):
             transaction.on_commit(partial(_stored_delete, replaced))
         return challenge, created, True, plan

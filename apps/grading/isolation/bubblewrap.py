@@ -9,7 +9,9 @@ Inside, the program sees:
   and cgroup namespaces;
 - `/sandbox`: one tmpfs of `scratch_bytes` holding `work/` (its working folder, a copy of the
   submission's files) and `tmp/` (`/tmp` is a link to it): the only writable places;
-- the submission's files read-only at `/input`, copied into `work/` by the runner.
+- the submission's files read-only at `/input`, copied into `work/` by the runner; or, for a
+  stage that asks for it (a phase's run stage), `work/` is the submission's folder itself,
+  read-only.
 - a stage's own read-only folders at the paths it names (`/data`, `/reference`, ...), and its
   writable output folder (`/output`, `/scores`, ...) as a link to `/sandbox/output`, on the
   same tmpfs.
@@ -124,6 +126,7 @@ def bwrap_argv(
     mounts: Mapping[str, str] | None = None,
     output: str = "",
     environment: Mapping[str, str] | None = None,
+    readonly_work: bool = False,
 ) -> list[str]:
     """bubblewrap's options that run a new sandbox holding a copy of the submission's files
     (the command is `runner_argv`'s): with `files`, bubblewrap writes them (and `folders`)
@@ -133,7 +136,8 @@ def bwrap_argv(
     A stage may add host folders read-only at paths of its own (`mounts`: inside path → host
     folder, checked by `mounts.stage_folders_problem`), a writable `output` folder (a link into
     the sandbox's tmpfs, so it shares `scratch_bytes`) and variables to the environment (the
-    fixed ones of `sandbox_env` win)."""
+    fixed ones of `sandbox_env` win). With `readonly_work` the working folder is `input_dir`
+    itself, mounted read-only (nothing is copied; `files` and `folders` are not used)."""
     args = [*_NAMESPACES, *_root_filesystem()]
     for path in readonly_paths:
         args += ["--ro-bind", path, path]
@@ -141,9 +145,12 @@ def bwrap_argv(
         args += ["--ro-bind", host, inside]
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm"]  # noqa: S108 - its own
-    if files is None:
+    if files is None and not readonly_work:
         args += ["--ro-bind", str(input_dir), INPUT_DIR]
     args += _scratch(limits, output=output)
+    if readonly_work:
+        args += ["--ro-bind", str(input_dir), WORK_DIR]
+        files, folders = (), ()
     for folder in folders:
         args += ["--dir", f"{WORK_DIR}/{folder}"]
     for file in files or ():

@@ -84,6 +84,7 @@ def run_program(
     result: str = METRICS_FILE,
     environment: Mapping[str, str] | None = None,
     collect: Path | None = None,
+    readonly_work: bool = False,
 ) -> Outcome:
     """Run `python -E -s *program` with a copy of `input_dir` as its working folder.
 
@@ -93,7 +94,8 @@ def run_program(
     only bubblewrap can give those, and a stage whose folders cannot be given gets an
     `Outcome` with the `error` saying why. With `collect` (a host folder of the worker's), the
     output folder's folders and regular files are written there after the program ended
-    (`export.output_unpack`).
+    (`export.output_unpack`). With `readonly_work` (bubblewrap only) the working folder is
+    `input_dir` itself, read-only, instead of a writable copy.
 
     `isolation="bubblewrap"`: inside a new sandbox (see `bubblewrap`); `input_dir` is only read.
     `isolation="none"`: directly in `input_dir`, with the same rlimits, environment and uid but
@@ -107,7 +109,9 @@ def run_program(
     `process.OUTPUT_PROGRESS_SECONDS`, when it printed something new (live logs).
     """
     started = time.monotonic()
-    folders = _Folders(dict(mounts or {}), output, result, dict(environment or {}), collect)
+    folders = _Folders(
+        dict(mounts or {}), output, result, dict(environment or {}), collect, readonly_work
+    )
     problem = folders.problem(isolation, readonly_paths)
     if problem:
         return Outcome(exit_code=None, timed_out=False, logs="", wall_seconds=0.0, error=problem)
@@ -145,8 +149,11 @@ class _Folders:
     result: str
     environment: dict[str, str]
     collect: Path | None = None
+    readonly_work: bool = False
 
     def problem(self, isolation: str, readonly_paths: Sequence[str]) -> str | None:
+        if isolation == NONE and self.readonly_work:
+            return "This stage needs bubblewrap: its working folder is read-only."
         if self.collect is not None and not (self.output and self.collect.is_dir()):
             return "Collecting an output folder needs one, and a host folder to receive it."
         if isolation == NONE and (self.mounts or self.output):
@@ -185,6 +192,7 @@ class _Folders:
             mounts={inside: str(host) for inside, host in self.mounts.items()},
             output=self.output,
             environment=self.environment,
+            readonly_work=self.readonly_work,
         )
 
 
@@ -228,7 +236,7 @@ def _run_bubblewrap(
             return Outcome(
                 exit_code=None, timed_out=False, logs="", wall_seconds=0.0, error=str(error)
             )
-        if inputs.size > limits.scratch_bytes:
+        if inputs.size > limits.scratch_bytes and not folders.readonly_work:
             return Outcome(
                 exit_code=COPY_FAILED,
                 timed_out=False,
@@ -247,7 +255,7 @@ def _run_bubblewrap(
             launcher=_launcher(bwrap),
             options=[*options, *surface.args],
             command=command,
-            extra_fds=(*inputs.fds, *surface.fds),
+            extra_fds=(*(() if folders.readonly_work else inputs.fds), *surface.fds),
         ) as process:
             seen = pump(
                 process,
