@@ -4,6 +4,7 @@ concurrent selections never exceed `final_selection`."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,7 @@ def test_results_of_one_team_committing_at_once_keep_the_better(
 ) -> None:
     phase = make_phase(tmp_path, phase_changed(final_selection=final_selection))
     team = make_team(phase, "t", make_user(username="m"))
+    record(make_entry(phase, team), public=acc(0.01), private=acc(0.01))  # rows to update
     entries = [make_entry(phase, team) for _ in range(RACERS)]
     public = [0.5, 0.9, 0.7, 0.9, 0.6, 0.8]
     private = [0.95, 0.1, 0.2, 0.3, 0.99, 0.4]
@@ -58,6 +60,7 @@ def test_results_of_one_team_committing_at_once_keep_the_better(
                 version=1,
                 splits={"public": acc(public[index]), "private": acc(private[index])},
             )
+            time.sleep(0.05)  # the rest of the result's transaction: the writes overlap
 
     outcomes = run_concurrently(result, RACERS)
 
@@ -85,7 +88,11 @@ def test_two_results_at_once_in_many_rounds_keep_the_better(tmp_path: Path) -> N
             values.reverse()
 
         def result(index: int, pair: list[Entry] = pair, values: list[float] = values) -> None:
-            record(pair[index], public=acc(values[index]), private=acc(values[index]))
+            entry = Entry.objects.select_related("phase", "submission").get(pk=pair[index].pk)
+            splits = {"public": acc(values[index]), "private": acc(values[index])}
+            with transaction.atomic():
+                entry_scores_record(entry=entry, version=1, splits=splits)
+                time.sleep(0.05)
 
         assert all(o.ok for o in run_concurrently(result, 2))
         best = TeamBest.objects.select_related("score").get(phase=phase, split="public")
@@ -147,3 +154,37 @@ def test_selections_racing_the_reveal_never_land_after_it(tmp_path: Path) -> Non
     # After the reveal nothing changes any more.
     with pytest.raises(Exception, match="revealed"):
         final_set(user=member, submission_id=entries[0].pk, final=not entries[0].final)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_results_that_leave_the_public_row_alone_still_rebuild_the_hidden_row_in_turn(
+    tmp_path: Path,
+) -> None:
+    """The public best is a committed earlier result none of the racers beats, so only the
+    hidden split's rebuild (the team's two best by public) decides: each racer must see the
+    others' committed scores, which the team lock gives."""
+    phase = make_phase(tmp_path)  # final_selection: 2
+    team = make_team(phase, "t", make_user(username="m"))
+    leader = make_entry(phase, team)
+    record(leader, public=acc(0.99), private=acc(0.2))
+    entries = [make_entry(phase, team) for _ in range(RACERS)]
+    public = [0.5, 0.6, 0.9, 0.7, 0.8, 0.4]
+    private = [0.95, 0.9, 0.3, 0.99, 0.1, 0.97]
+
+    def result(index: int) -> None:
+        entry = Entry.objects.select_related("phase", "submission").get(pk=entries[index].pk)
+        with transaction.atomic():
+            entry_scores_record(
+                entry=entry,
+                version=1,
+                splits={"public": acc(public[index]), "private": acc(private[index])},
+            )
+            time.sleep(0.05)
+
+    outcomes = run_concurrently(result, RACERS)
+
+    assert [o.error for o in outcomes] == [None] * RACERS
+    bests = _bests(phase)
+    assert bests[(1, "public")] == leader.pk
+    assert bests[(1, "private")] == entries[2].pk  # of the leader and entries[2] (0.9)
+    assert bests == _rebuilt(phase, team.pk)
