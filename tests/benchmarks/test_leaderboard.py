@@ -280,9 +280,7 @@ def test_an_earlier_scoring_version_stays_readable(tmp_path: Path, api_client: A
         "?split=public&split=private",
     ],
 )
-def test_bad_queries_are_invalid_request(
-    tmp_path: Path, api_client: APIClient, query: str
-) -> None:
+def test_bad_queries_are_invalid_request(tmp_path: Path, api_client: APIClient, query: str) -> None:
     make_phase(tmp_path)
 
     response = api_client.get(BOARD + query)
@@ -353,7 +351,8 @@ def test_csv_gives_the_same_rows_by_accept_or_format(
             row["scores"]["accuracy"],
             row["scores"]["errors"],
         ]
-    assert [line[2] for line in rows] == ["team-0", "team-1", "team-2", "", "'=HYPERLINK(1)", "team-4"]
+    names = ["team-0", "team-1", "team-2", "", "'=HYPERLINK(1)", "team-4"]
+    assert [line[2] for line in rows] == names
     assert paged == [header, *rows[2:5]]
 
 

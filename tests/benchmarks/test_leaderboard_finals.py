@@ -235,9 +235,5 @@ def test_a_participant_never_reads_hidden_scores_before_the_reveal(
     ]
 
     for response in answers:
-        content = (
-            b"".join(response.streaming_content)
-            if response.streaming
-            else response.content
-        )
+        content = b"".join(response.streaming_content) if response.streaming else response.content
         assert b"0.123456" not in content
