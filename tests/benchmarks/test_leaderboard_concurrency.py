@@ -22,14 +22,14 @@ from tests.factories.users import make_user
 RACERS = 6
 
 
-def _bests(phase: Phase) -> dict[tuple[int, str], str]:
+def _bests(phase: Phase) -> dict[tuple[int, str], str | None]:
     return {
         (best.version, best.split): best.score.entry_id
         for best in TeamBest.objects.filter(phase=phase).select_related("score")
     }
 
 
-def _rebuilt(phase: Phase, team_id: str) -> dict[tuple[int, str], str]:
+def _rebuilt(phase: Phase, team_id: str) -> dict[tuple[int, str], str | None]:
     with transaction.atomic():
         team_lock(team_id=team_id)
         before = _bests(phase)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from http import HTTPStatus
 from typing import Any
 
@@ -51,13 +51,14 @@ class JsonNegotiation(BaseContentNegotiation):
     itself, and every error stays the one JSON body (an unknown `format` is then a 400 of the
     query's validation, never DRF's 404)."""
 
-    def select_parser(self, request: Request, parsers: list[BaseParser]) -> BaseParser | None:
-        return parsers[0] if parsers else None
+    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
+        return next(iter(parsers), None)
 
     def select_renderer(
-        self, request: Request, renderers: list[BaseRenderer], format_suffix: str | None = None
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
     ) -> tuple[BaseRenderer, str]:
-        return renderers[0], renderers[0].media_type
+        renderer = next(iter(renderers))
+        return renderer, renderer.media_type
 
 
 def _cell(text: str) -> str:
