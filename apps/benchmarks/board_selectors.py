@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from apps.benchmarks.exceptions import LeaderboardLoginRequired, NotRevealed
 from apps.benchmarks.models import (
@@ -27,28 +28,43 @@ from apps.benchmarks.models import (
     Score,
     ScoringVersion,
     Split,
-    Team,
     TeamBest,
     Visibility,
 )
-from apps.benchmarks.selectors import AnyUser, challenge_get_seen, challenge_may_manage
+from apps.benchmarks.selectors import (
+    AnyUser,
+    challenge_get_seen,
+    challenge_may_manage,
+    challenge_seen_ids,
+)
 from apps.core.exceptions import InvalidRequest, NotFound
 
 #: Rows a CSV export reads per query while it streams.
 CSV_CHUNK = 1000
 
 
-@dataclass(frozen=True)
+@dataclass
 class BoardAccess:
     challenge: Challenge
     phase: Phase
-    manage: bool  # a host of the challenge, or staff
+    user: AnyUser
+
+    @cached_property
+    def manage(self) -> bool:
+        """A host of the challenge, or staff (asked only when it matters)."""
+        return challenge_may_manage(challenge=self.challenge, user=self.user)
+
+
+@dataclass(frozen=True)
+class TeamRef:
+    id: str
+    name: str
 
 
 @dataclass(frozen=True)
 class BoardRow:
     rank: int | None
-    team: Team | None
+    team: TeamRef | None
     scores: dict[str, Any]
     submission_id: str | None
     submitted_at: datetime | None
@@ -74,24 +90,22 @@ def board_access(*, slug: str, phase_slug: str, user: AnyUser) -> BoardAccess:
     `LEADERBOARD_PUBLIC` is on (anyone, anonymous too), else the challenge's readers.
     Anonymous callers of any other leaderboard get LeaderboardLoginRequired (401, the same for
     an unknown or private challenge); a signed-in caller who may not see the challenge gets
-    ChallengeNotFound (404); an unknown phase is NotFound."""
+    ChallengeNotFound (404); an unknown phase is NotFound. One query when the phase exists."""
+    phases = Phase.objects.select_related("challenge").filter(challenge__slug=slug, slug=phase_slug)
     if user.is_authenticated:
-        challenge = challenge_get_seen(slug=slug, user=user)
-    else:
-        found = None
-        if settings.LEADERBOARD_PUBLIC:
-            found = Challenge.objects.filter(slug=slug, visibility=Visibility.PUBLIC).first()
-        if found is None:
-            raise LeaderboardLoginRequired()
-        challenge = found
-    phase = Phase.objects.filter(challenge=challenge, slug=phase_slug).first()
+        phase = phases.filter(challenge__in=challenge_seen_ids(user=user)).first()
+        if phase is None:
+            challenge_get_seen(slug=slug, user=user)  # 404 unless only the phase is unknown
+            raise NotFound("No such phase.")
+        return BoardAccess(challenge=phase.challenge, phase=phase, user=user)
+    if not settings.LEADERBOARD_PUBLIC:
+        raise LeaderboardLoginRequired()
+    phase = phases.filter(challenge__visibility=Visibility.PUBLIC).first()
     if phase is None:
+        if not Challenge.objects.filter(slug=slug, visibility=Visibility.PUBLIC).exists():
+            raise LeaderboardLoginRequired()
         raise NotFound("No such phase.")
-    return BoardAccess(
-        challenge=challenge,
-        phase=phase,
-        manage=challenge_may_manage(challenge=challenge, user=user),
-    )
+    return BoardAccess(challenge=phase.challenge, phase=phase, user=user)
 
 
 def board_open(*, access: BoardAccess, split: str, scoring_version: int | None) -> Board:
@@ -109,9 +123,9 @@ def board_open(*, access: BoardAccess, split: str, scoring_version: int | None) 
     if is_hidden and phase.revealed_at is None and not access.manage:
         raise NotRevealed()
     version = phase.scoring_version if scoring_version is None else scoring_version
-    known = ScoringVersion.objects.filter(phase=phase, number=version).exists()
     if scoring_version is not None and (
-        not known or (version > phase.scoring_version and not access.manage)
+        not ScoringVersion.objects.filter(phase=phase, number=version).exists()
+        or (version > phase.scoring_version and not access.manage)
     ):
         raise InvalidRequest(
             "Unknown scoring version.",
@@ -142,14 +156,27 @@ def _baselines(board: Board, phase: Phase) -> list[Score]:
     )
 
 
-def _team_row(best: TeamBest, rank: int) -> BoardRow:
-    score = best.score
+#: A team row as a page reads it: from the team-best index, its score and its team.
+_ROW = (
+    "order_key",
+    "metric_key",
+    "team_id",
+    "team__name",
+    "score__values",
+    "score__entry_id",
+    "score__submitted_at",
+)
+Row = tuple[str, str, str, str, dict[str, Any], str, datetime]
+
+
+def _team_row(row: Row, rank: int) -> BoardRow:
+    _, _, team_id, name, values, entry_id, submitted_at = row
     return BoardRow(
         rank=rank,
-        team=best.team,
-        scores=dict(score.values),
-        submission_id=score.entry_id,
-        submitted_at=score.submitted_at,
+        team=TeamRef(id=team_id, name=name),
+        scores=dict(values),
+        submission_id=entry_id,
+        submitted_at=submitted_at,
         baseline=False,
     )
 
@@ -165,52 +192,52 @@ def _baseline_row(score: Score) -> BoardRow:
     )
 
 
-def _team_rows(bests: QuerySet[TeamBest], *, start: int, limit: int) -> list[TeamBest]:
-    """Team rows [start, start + limit) in order: the key at `start` is read from the order
-    index alone, then the rows from that key on."""
+def _team_rows(bests: QuerySet[TeamBest], *, start: int, limit: int) -> list[Row]:
+    """Team rows [start, start + limit) in order: past the first page, the key at `start` is
+    read from the order index alone, then the rows from that key on."""
     if limit <= 0:
         return []
-    first_key = bests.order_by("order_key").values_list("order_key", flat=True)[start : start + 1]
-    keys = list(first_key)
-    if not keys:
-        return []
-    return list(
-        bests.filter(order_key__gte=keys[0])
-        .select_related("score", "team")
-        .order_by("order_key")[:limit]
-    )
+    ordered = bests.order_by("order_key")
+    if start > 0:
+        keys = list(ordered.values_list("order_key", flat=True)[start : start + 1])
+        if not keys:
+            return []
+        ordered = ordered.filter(order_key__gte=keys[0])
+    rows: list[Row] = list(ordered.values_list(*_ROW)[:limit])
+    return rows
 
 
-def _ranked(bests: QuerySet[TeamBest], rows: list[TeamBest], start: int) -> list[BoardRow]:
+def _ranked(bests: QuerySet[TeamBest], rows: list[Row], start: int) -> list[BoardRow]:
     """Rows at team positions start, start+1, ...: a row ties the one before it when their
     metric keys are equal, else its rank is its position + 1 (every team before it is
-    strictly better). Only the first row's rank needs a count."""
+    strictly better). Only the first row's rank needs a count, and only past the first row."""
     ranked: list[BoardRow] = []
-    previous: TeamBest | None = None
+    previous: str | None = None
     rank = 0
-    for position, best in enumerate(rows, start=start):
-        if previous is not None and best.metric_key == previous.metric_key:
-            pass
-        elif previous is None and position > 0:
-            rank = bests.filter(metric_key__lt=best.metric_key).count() + 1
-        else:
+    for position, row in enumerate(rows, start=start):
+        metric = row[1]
+        if previous is None and position > 0:
+            rank = bests.filter(metric_key__lt=metric).count() + 1
+        elif metric != previous:
             rank = position + 1
-        ranked.append(_team_row(best, rank))
-        previous = best
+        ranked.append(_team_row(row, rank))
+        previous = metric
     return ranked
 
 
 def board_page(*, board: Board, phase: Phase, limit: int, offset: int) -> Board:
     """Fill `board` with the rows [offset, offset + limit) of teams and baselines merged in
-    order, and the total count."""
+    order, and the total count. The count and each baseline's place among the teams are one
+    query (conditional counts over the same index range)."""
     bests = _bests(board, phase)
     baselines = _baselines(board, phase)
-    teams = bests.count()
-    # Where each baseline stands among all rows: after every team with a smaller order key.
-    positions = [
-        bests.filter(order_key__lt=score.order_key).count() + index
+    counts = {
+        f"b{index}": Count("pk", filter=Q(order_key__lt=score.order_key))
         for index, score in enumerate(baselines)
-    ]
+    }
+    totals = bests.aggregate(teams=Count("pk"), **counts)
+    # Where each baseline stands among all rows: after every team with a smaller order key.
+    positions = [totals[f"b{index}"] + index for index in range(len(baselines))]
     window = range(offset, offset + limit)
     before = sum(1 for at in positions if at < offset)
     inside = [(at, score) for at, score in zip(positions, baselines, strict=True) if at in window]
@@ -220,7 +247,7 @@ def board_page(*, board: Board, phase: Phase, limit: int, offset: int) -> Board:
     for at, score in inside:
         rows.insert(at - offset, _baseline_row(score))
     board.rows = rows[:limit]
-    board.count = teams + len(baselines)
+    board.count = totals["teams"] + len(baselines)
     board.limit = limit
     board.offset = offset
     return board
@@ -240,12 +267,13 @@ def board_stream(
     last_key: str | None = None
     last_metric: str | None = None
     while True:
-        chunk_query = bests.select_related("score", "team").order_by("order_key")
+        chunk_query = bests.order_by("order_key")
         if last_key is not None:
             chunk_query = chunk_query.filter(order_key__gt=last_key)
-        chunk = list(chunk_query[:CSV_CHUNK])
+        chunk: list[Row] = list(chunk_query.values_list(*_ROW)[:CSV_CHUNK])
         for best in chunk:
-            while pending and pending[0].order_key < best.order_key:
+            order, metric = best[0], best[1]
+            while pending and pending[0].order_key < order:
                 row = _baseline_row(pending.pop(0))
                 if skipped < offset:
                     skipped += 1
@@ -254,10 +282,10 @@ def board_stream(
                     emitted += 1
                 if limit is not None and emitted >= limit:
                     return
-            if best.metric_key != last_metric:
+            if metric != last_metric:
                 rank = position + 1
             position += 1
-            last_key, last_metric = best.order_key, best.metric_key
+            last_key, last_metric = order, metric
             if skipped < offset:
                 skipped += 1
                 continue

@@ -90,10 +90,15 @@ def participant_get(*, challenge: Challenge, user_id: int) -> Participant | None
     return Participant.objects.filter(challenge=challenge, user_id=user_id).first()
 
 
+def challenge_seen_ids(*, user: AnyUser) -> QuerySet[Challenge]:
+    """The ids of the challenges the caller may see, as a subquery."""
+    return Challenge.objects.filter(_seen_by(user)).values("id")
+
+
 def challenge_get_seen(*, slug: str, user: AnyUser) -> Challenge:
     """The challenge row alone (nothing prefetched) if the caller may see it; ChallengeNotFound
     (404) otherwise, as `challenge_get_visible`."""
-    ids = Challenge.objects.filter(_seen_by(user), slug=slug).values("id")
+    ids = challenge_seen_ids(user=user).filter(slug=slug)
     challenge = Challenge.objects.filter(id__in=ids).first()
     if challenge is None:
         raise ChallengeNotFound()
