@@ -145,8 +145,9 @@ def _plans(phase: Any) -> list[str]:
     from apps.benchmarks.board_selectors import BoardAccess, board_open, board_page
     from apps.benchmarks.selectors import challenge_get_seen
 
+    user = _staff()
     access = BoardAccess(
-        challenge=challenge_get_seen(slug="digits", user=_staff()), phase=phase, manage=False
+        challenge=challenge_get_seen(slug="digits", user=user), phase=phase, user=user
     )
     board = board_open(access=access, split="public", scoring_version=None)
     with CaptureQueriesContext(connection) as captured:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Prefetch, Q, QuerySet
 
@@ -90,7 +92,7 @@ def participant_get(*, challenge: Challenge, user_id: int) -> Participant | None
     return Participant.objects.filter(challenge=challenge, user_id=user_id).first()
 
 
-def challenge_seen_ids(*, user: AnyUser) -> QuerySet[Challenge]:
+def challenge_seen_ids(*, user: AnyUser) -> QuerySet[Challenge, Any]:
     """The ids of the challenges the caller may see, as a subquery."""
     return Challenge.objects.filter(_seen_by(user)).values("id")
 
