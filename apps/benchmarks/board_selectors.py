@@ -232,10 +232,11 @@ def board_page(*, board: Board, phase: Phase, limit: int, offset: int) -> Board:
     bests = _bests(board, phase)
     baselines = _baselines(board, phase)
     counts = {
-        f"b{index}": Count("pk", filter=Q(order_key__lt=score.order_key))
+        f"b{index}": Count("*", filter=Q(order_key__lt=score.order_key))
         for index, score in enumerate(baselines)
     }
-    totals = bests.aggregate(teams=Count("pk"), **counts)
+    # COUNT(*), not of a column: the order index alone answers (an index-only scan).
+    totals = bests.aggregate(teams=Count("*"), **counts)
     # Where each baseline stands among all rows: after every team with a smaller order key.
     positions = [totals[f"b{index}"] + index for index in range(len(baselines))]
     window = range(offset, offset + limit)
