@@ -232,11 +232,11 @@ def board_page(*, board: Board, phase: Phase, limit: int, offset: int) -> Board:
     bests = _bests(board, phase)
     baselines = _baselines(board, phase)
     counts = {
-        f"b{index}": Count("*", filter=Q(order_key__lt=score.order_key))
+        f"b{index}": Count("order_key", filter=Q(order_key__lt=score.order_key))
         for index, score in enumerate(baselines)
     }
-    # COUNT(*), not of a column: the order index alone answers (an index-only scan).
-    totals = bests.aggregate(teams=Count("*"), **counts)
+    # Counts of `order_key`, a column of the order index: the index alone answers them.
+    totals = bests.aggregate(teams=Count("order_key"), **counts)
     # Where each baseline stands among all rows: after every team with a smaller order key.
     positions = [totals[f"b{index}"] + index for index in range(len(baselines))]
     window = range(offset, offset + limit)
