@@ -114,8 +114,9 @@ def board_open(*, access: BoardAccess, split: str, scoring_version: int | None) 
     reveal is NotRevealed unless the caller manages the challenge. A version newer than the
     one served (a rescore in progress) is for hosts and staff only."""
     phase = access.phase
-    hidden = Split.objects.filter(phase=phase, name=split).values_list("hidden", flat=True)
-    is_hidden = hidden.first()
+    hidden = Split.objects.filter(phase=phase, name=split).order_by().values_list("hidden")
+    found = list(hidden[:1])
+    is_hidden = found[0][0] if found else None
     if is_hidden is None:
         raise InvalidRequest(
             "Unknown split.", fields={"split": [f"The phase has no split named {split!r}."]}
@@ -147,10 +148,13 @@ def _bests(board: Board, phase: Phase) -> QuerySet[TeamBest]:
 
 def _baselines(board: Board, phase: Phase) -> list[Score]:
     return list(
+        # `team IS NULL` keeps the read on the scores' (phase, version, split, team) index to
+        # the baselines' own range instead of every team's scores.
         Score.objects.filter(
             phase=phase,
             version=board.scoring_version,
             split=board.split,
+            team__isnull=True,
             baseline__isnull=False,
         ).order_by("order_key")
     )
