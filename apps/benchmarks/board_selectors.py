@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from apps.benchmarks.exceptions import LeaderboardLoginRequired, NotRevealed
 from apps.benchmarks.models import (
@@ -109,15 +109,35 @@ def board_access(*, slug: str, phase_slug: str, user: AnyUser) -> BoardAccess:
     return BoardAccess(challenge=phase.challenge, phase=phase, user=user)
 
 
+#: A phase's metrics and splits by (phase, bundle version): only applying a bundle changes them,
+#: and every apply that changes anything makes a new bundle version, so an entry never goes
+#: stale; it spares a page two queries. Bounded: emptied when full.
+_SHAPES: dict[tuple[str, int], tuple[list[Metric], dict[str, bool]]] = {}
+_SHAPES_MAX = 512
+
+
+def _shape(access: BoardAccess) -> tuple[list[Metric], dict[str, bool]]:
+    key = (access.phase.pk, access.challenge.bundle_version)
+    shape = _SHAPES.get(key)
+    if shape is None:
+        phase = access.phase
+        metrics = list(Metric.objects.filter(phase=phase).order_by("order"))
+        splits = dict(Split.objects.filter(phase=phase).order_by().values_list("name", "hidden"))
+        shape = (metrics, splits)
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.clear()
+        _SHAPES[key] = shape
+    return shape
+
+
 def board_open(*, access: BoardAccess, split: str, scoring_version: int | None) -> Board:
     """The leaderboard's heading for `split` in `scoring_version` (default: the version the
     phase serves). An unknown split or version is InvalidRequest; a hidden split before the
     reveal is NotRevealed unless the caller manages the challenge. A version newer than the
     one served (a rescore in progress) is for hosts and staff only."""
     phase = access.phase
-    hidden = Split.objects.filter(phase=phase, name=split).order_by().values_list("hidden")
-    found = list(hidden[:1])
-    is_hidden = found[0][0] if found else None
+    columns, hidden = _shape(access)
+    is_hidden = hidden.get(split)
     if is_hidden is None:
         raise InvalidRequest(
             "Unknown split.", fields={"split": [f"The phase has no split named {split!r}."]}
@@ -139,7 +159,7 @@ def board_open(*, access: BoardAccess, split: str, scoring_version: int | None) 
         split=split,
         scoring_version=version,
         revealed=phase.revealed_at is not None,
-        columns=list(Metric.objects.filter(phase=phase).order_by("order")),
+        columns=columns,
     )
 
 
@@ -230,13 +250,18 @@ def _ranked(bests: QuerySet[TeamBest], rows: list[Row], start: int) -> list[Boar
     return ranked
 
 
-def _count(bests: QuerySet[TeamBest]) -> int:
-    """The number of rows, read from the order index alone. Counted over the index's own
-    order (a subquery ordered by `order_key` with a limit): for a board that is a large part
-    of the table (a phase with two splits), PostgreSQL's planner otherwise prefers reading the
-    whole table, several times slower than walking the index."""
+def _counts(bests: QuerySet[TeamBest], keys: list[str]) -> tuple[int, list[int]]:
+    """The number of team rows, and for each of `keys` the number of team rows before it, in
+    one walk of the order index: counted over a subquery ordered by `order_key` with a limit,
+    which PostgreSQL answers from the index alone; for a board that is a large part of the
+    table (a phase with two splits) its planner otherwise reads the whole table, several times
+    slower."""
     ordered = bests.order_by("order_key").values("order_key")[:_EVERY_ROW]
-    return ordered.count()
+    before = {
+        f"b{i}": Count("order_key", filter=Q(order_key__lt=key)) for i, key in enumerate(keys)
+    }
+    totals = ordered.aggregate(teams=Count("order_key"), **before)
+    return totals["teams"], [totals[f"b{i}"] for i in range(len(keys))]
 
 
 def board_page(*, board: Board, phase: Phase, limit: int, offset: int) -> Board:
@@ -244,12 +269,9 @@ def board_page(*, board: Board, phase: Phase, limit: int, offset: int) -> Board:
     order, and the total count."""
     bests = _bests(board, phase)
     baselines = _baselines(board, phase)
-    teams = _count(bests)
+    teams, before_each = _counts(bests, [score.order_key for score in baselines])
     # Where each baseline stands among all rows: after every team with a smaller order key.
-    positions = [
-        _count(bests.filter(order_key__lt=score.order_key)) + index
-        for index, score in enumerate(baselines)
-    ]
+    positions = [count + index for index, count in enumerate(before_each)]
     window = range(offset, offset + limit)
     before = sum(1 for at in positions if at < offset)
     inside = [(at, score) for at, score in zip(positions, baselines, strict=True) if at in window]
