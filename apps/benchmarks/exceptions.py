@@ -1,4 +1,4 @@
-"""Refusals of the benchmarks app (SPEC §11.1)."""
+"""Refusals of the benchmarks app (SPEC §11.1, §11.3)."""
 
 from __future__ import annotations
 
@@ -41,3 +41,34 @@ class PhaseClosed(DomainError):
     code = "phase_closed"
     http_status = HTTPStatus.CONFLICT
     default_message = "This phase does not accept submissions now."
+
+
+class NotRevealed(DomainError):
+    """A hidden split's leaderboard before the phase's reveal (hosts and staff excepted)."""
+
+    code = "not_revealed"
+    http_status = HTTPStatus.FORBIDDEN
+    default_message = "This split stays hidden until the phase's reveal."
+
+
+class TooManyFinals(DomainError):
+    """More finals than the phase's `final_selection`; `extra` has `allowed` and `selected`."""
+
+    code = "too_many_finals"
+    http_status = HTTPStatus.CONFLICT
+    default_message = "Your team has already selected as many finals as the phase allows."
+
+
+class FinalsFrozen(DomainError):
+    code = "finals_frozen"
+    http_status = HTTPStatus.CONFLICT
+    default_message = "The phase's hidden splits are revealed: finals no longer change."
+
+
+class LeaderboardLoginRequired(DomainError):
+    """An anonymous caller asking for a leaderboard that is not public (the same answer for a
+    private challenge and an unknown one, so nothing is told about either)."""
+
+    code = "not_authenticated"
+    http_status = HTTPStatus.UNAUTHORIZED
+    default_message = "Authentication credentials were not provided."

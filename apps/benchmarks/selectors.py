@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Prefetch, Q, QuerySet
 
@@ -90,10 +92,15 @@ def participant_get(*, challenge: Challenge, user_id: int) -> Participant | None
     return Participant.objects.filter(challenge=challenge, user_id=user_id).first()
 
 
+def challenge_seen_ids(*, user: AnyUser) -> QuerySet[Challenge, Any]:
+    """The ids of the challenges the caller may see, as a subquery."""
+    return Challenge.objects.filter(_seen_by(user)).values("id")
+
+
 def challenge_get_seen(*, slug: str, user: AnyUser) -> Challenge:
-    """`challenge_get_visible` without its details (phases, metrics, hosts): the row alone,
-    in one query. ChallengeNotFound (404) when the caller may not see it."""
-    ids = Challenge.objects.filter(_seen_by(user), slug=slug).values("id")
+    """The challenge row alone (nothing prefetched) if the caller may see it; ChallengeNotFound
+    (404) otherwise, as `challenge_get_visible`."""
+    ids = challenge_seen_ids(user=user).filter(slug=slug)
     challenge = Challenge.objects.filter(id__in=ids).first()
     if challenge is None:
         raise ChallengeNotFound()

@@ -1,5 +1,10 @@
 from django.urls import URLPattern, URLResolver, path
 
+from apps.benchmarks.api.board_views import (
+    PhaseLeaderboardApi,
+    PhaseSubmissionsApi,
+    SubmissionFinalApi,
+)
 from apps.benchmarks.api.views import (
     ChallengeDetailApi,
     ChallengeListApi,
@@ -25,5 +30,20 @@ urlpatterns: list[URLPattern | URLResolver] = [
         "challenges/<slug:slug>/participants/<int:user_id>/approve/",
         ParticipantApproveApi.as_view(),
         name="challenge-participant-approve",
+    ),
+    path(
+        "challenges/<slug:slug>/phases/<slug:phase>/leaderboard/",
+        PhaseLeaderboardApi.as_view(),
+        name="challenge-phase-leaderboard",
+    ),
+    path(
+        "challenges/<slug:slug>/phases/<slug:phase>/submissions/",
+        PhaseSubmissionsApi.as_view(),
+        name="challenge-phase-submissions",
+    ),
+    path(
+        "submissions/<hexid:submission_id>/final/",
+        SubmissionFinalApi.as_view(),
+        name="submission-final",
     ),
 ]

@@ -4,7 +4,10 @@ submission's `completed` commit together).
 
 A team's best row per (phase, version, split) is inserted, or moved by a conditional UPDATE
 that only ever makes it better (`order_key` smaller): two results of one team committing at
-once leave the better of the two whatever the order, on SQLite and PostgreSQL.
+once leave the better of the two whatever the order, on SQLite and PostgreSQL. Every writer of
+a team's best rows holds the team's row lock (`apps.benchmarks.services.team_best`), and a
+hidden split of a phase with finals (`final_selection` > 0) is rebuilt from the team's finals
+rather than offered.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from django.db import IntegrityError, transaction
 
 from apps.benchmarks.models import Baseline, Entry, Phase, Score, TeamBest
 from apps.benchmarks.ranking import metric_key, order_key, ranking_metrics
+from apps.benchmarks.services.team_best import PUBLIC, team_best_rebuild, team_lock
 
 
 def phase_ranking_metrics(phase: Phase) -> list[tuple[str, str]]:
@@ -27,12 +31,15 @@ def entry_scores_record(
 ) -> list[Score]:
     """Store `splits` {split: {metric: value}} as the entry's scores in `version` and keep
     its team's best rows. Every declared metric of every split must be there and finite (the
-    caller checked; KeyError or ValueError otherwise). Must run inside a transaction."""
+    caller checked; KeyError or ValueError otherwise). Must run inside a transaction; locks
+    the entry's team row until it ends (after whatever the caller locked before)."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("entry_scores_record runs inside the result's transaction")
     phase = entry.phase
     metrics = phase_ranking_metrics(phase)
     submitted_at = entry.submission.created_at
+    team_lock(team_id=entry.team_id)
+    by_finals = phase.final_selection > 0
     written: list[Score] = []
     for split, values in splits.items():
         key = metric_key(values, metrics)
@@ -47,8 +54,17 @@ def entry_scores_record(
             order_key=order_key(key, submitted_at, entry.submission_id),
             submitted_at=submitted_at,
         )
-        _team_best_offer(score)
+        if split == PUBLIC or not by_finals:
+            _team_best_offer(score)
         written.append(score)
+    if by_finals and any(split != PUBLIC for split in splits):
+        team_best_rebuild(
+            phase=phase,
+            team_id=entry.team_id,
+            versions=[version],
+            hidden_only=True,
+            including=entry.pk,
+        )
     return written
 
 
