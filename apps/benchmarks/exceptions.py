@@ -25,3 +25,12 @@ class ChallengeNotFound(DomainError):
     code = "not_found"
     http_status = HTTPStatus.NOT_FOUND
     default_message = "No such challenge."
+
+
+class RevealNotDue(DomainError):
+    """The phase's reservation called before the phase's reveal time (a call already running
+    when a bundle moved the time); the moved reservation reveals at the new time."""
+
+    code = "reveal_not_due"
+    http_status = HTTPStatus.CONFLICT
+    default_message = "This phase's reveal time has not come."

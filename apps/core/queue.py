@@ -28,6 +28,7 @@ PLAN_EXECUTE = "apps.schedule.tasks.plan_execute"
 PLAN_EXECUTE_MANY = "apps.schedule.tasks.plan_execute_many"
 PLANS_FIRE_DUE = "apps.schedule.tasks.watcher_pass_periodic"
 TASK_RUN = "apps.schedule.tasks.task_run"
+PHASES_REVEAL_OVERDUE = "apps.benchmarks.reveal_tasks.phases_reveal_overdue_periodic"
 
 TASKS = (
     GRADE_JOB,
@@ -37,6 +38,7 @@ TASKS = (
     PLAN_EXECUTE_MANY,
     PLANS_FIRE_DUE,
     TASK_RUN,
+    PHASES_REVEAL_OVERDUE,
 )
 # Every task's failure counter exists at 0 in each process that can enqueue, so rates and
 # alerts on it see 0 before the first failure.

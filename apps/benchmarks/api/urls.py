@@ -1,5 +1,6 @@
 from django.urls import URLPattern, URLResolver, path
 
+from apps.benchmarks.api.reveal import PhaseRevealApi
 from apps.benchmarks.api.views import (
     ChallengeDetailApi,
     ChallengeListApi,
@@ -25,5 +26,10 @@ urlpatterns: list[URLPattern | URLResolver] = [
         "challenges/<slug:slug>/participants/<int:user_id>/approve/",
         ParticipantApproveApi.as_view(),
         name="challenge-participant-approve",
+    ),
+    path(
+        "challenges/<slug:slug>/phases/<slug:phase>/reveal/",
+        PhaseRevealApi.as_view(),
+        name="challenge-phase-reveal",
     ),
 ]
