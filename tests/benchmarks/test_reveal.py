@@ -353,3 +353,22 @@ def test_the_overdue_check_reveals_what_no_reservation_did(
     assert phases_reveal_overdue(now=end + overdue_after()) == 1
     assert phases_reveal_overdue(now=end + overdue_after()) == 0
     assert _reveal_at() is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deactivated_platform_account_delays_the_reveal_but_never_loses_it(
+    host: User, apply_as: Callable[[User], Apply], live_server: Any, settings: Any
+) -> None:
+    settings.SCHEDULE_WEBHOOK_BASE_URL = live_server.url
+    _apply(apply_as(host), _dev(end=_iso(timezone.now() + dt.timedelta(seconds=1))))
+    User.objects.filter(username=PLATFORM_USERNAME).update(is_active=False)
+
+    plan = _fire(DEV)
+
+    assert plan.state == PlanState.FAILED
+    assert plan.attempts.get().status_code == HTTPStatus.UNAUTHORIZED
+    assert _reveal_at() is None
+    end = Phase.objects.get(slug="dev").end
+    assert end is not None
+    assert phases_reveal_overdue(now=end + overdue_after()) == 1
+    assert _reveal_at() is not None
