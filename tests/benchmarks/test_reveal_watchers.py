@@ -15,8 +15,9 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from apps.benchmarks.models import Phase
-from apps.core.queue import task_broker
+from apps.core.queue import PLANS_FIRE_DUE, enqueue, task_broker
 from apps.schedule.models import Life, LifeState, Plan, PlanAttempt, PlanState
+from apps.schedule.selectors import watcher_heartbeats
 from tests.benchmarks.bundles import bundle
 from tests.benchmarks.conftest import Apply
 from tests.processes import Start, child_env, wait_for
@@ -41,6 +42,29 @@ def _ends(ends: dict[str, dt.datetime]) -> Callable[[dict[str, Any]], None]:
     return change
 
 
+def _start(start_process: Start, base_url: str) -> dict[str, Any]:
+    """A cluster and two watchers (A, B), returned once all three are at work."""
+    env = child_env(
+        BOOKING_PLAN_WATCH_INTERVAL="200",
+        SCHEDULE_WEBHOOK_BASE_URL=base_url,
+        Q_WORKERS="2",
+    )
+    start_process("qcluster", ["manage.py", "qcluster"], env)
+    watchers = {
+        name: start_process(name, ["manage.py", "run_plan_watcher", "--owner", name], env)
+        for name in ("A", "B")
+    }
+    # The cluster takes tasks: a harmless one (a fallback watcher pass) leaves the queue.
+    enqueue(PLANS_FIRE_DUE)
+    wait_for(lambda: task_broker().queue_size() == 0, 60, "the cluster to take a task")
+    wait_for(
+        lambda: {name for name, _ in watcher_heartbeats()} >= set(watchers),
+        60,
+        "both watchers to tick",
+    )
+    return watchers
+
+
 def test_the_reveal_fires_once_on_time_though_a_watcher_is_killed_holding_it(
     host: User,
     apply_as: Callable[[User], Apply],
@@ -50,28 +74,18 @@ def test_the_reveal_fires_once_on_time_though_a_watcher_is_killed_holding_it(
 ) -> None:
     settings.SCHEDULE_WEBHOOK_BASE_URL = live_server.url
     task_broker().purge_queue()
+    watchers = _start(start_process, live_server.url)
     now = timezone.now()
-    ends = {"dev": now + dt.timedelta(seconds=9), "code": now + dt.timedelta(seconds=11)}
+    ends = {"dev": now + dt.timedelta(seconds=5), "code": now + dt.timedelta(seconds=7)}
     response = apply_as(host)(bundle(_ends(ends)))
     assert response.status_code == HTTPStatus.CREATED, response.json()
-
-    env = child_env(
-        BOOKING_PLAN_WATCH_INTERVAL="200",
-        SCHEDULE_WEBHOOK_BASE_URL=live_server.url,
-        Q_WORKERS="2",
-    )
-    start_process("qcluster", ["manage.py", "qcluster"], env)
-    watchers = {
-        name: start_process(name, ["manage.py", "run_plan_watcher", "--owner", name], env)
-        for name in ("A", "B")
-    }
 
     def claimed() -> bool:
         return Plan.objects.filter(
             action__path=PATHS["dev"], state=PlanState.PRESET, lease_owner__in=watchers
         ).exists()
 
-    wait_for(claimed, 8, "a watcher to arm the reveal")
+    wait_for(claimed, 4, "a watcher to arm the reveal")
     victim = Plan.objects.get(action__path=PATHS["dev"]).lease_owner
     watchers[victim].send_signal(signal.SIGKILL)
     watchers[victim].wait(5)
@@ -113,21 +127,14 @@ def test_a_bundle_that_moves_an_armed_reveal_later_reveals_at_the_new_time_only(
 ) -> None:
     settings.SCHEDULE_WEBHOOK_BASE_URL = live_server.url
     task_broker().purge_queue()
+    _start(start_process, live_server.url)
     now = timezone.now()
-    first = {"dev": now + dt.timedelta(seconds=6), "code": now + dt.timedelta(days=30)}
+    first = {"dev": now + dt.timedelta(seconds=5), "code": now + dt.timedelta(days=30)}
     apply = apply_as(host)
     assert apply(bundle(_ends(first))).status_code == HTTPStatus.CREATED
-    env = child_env(
-        BOOKING_PLAN_WATCH_INTERVAL="200",
-        SCHEDULE_WEBHOOK_BASE_URL=live_server.url,
-        Q_WORKERS="2",
-    )
-    start_process("qcluster", ["manage.py", "qcluster"], env)
-    for name in ("A", "B"):
-        start_process(name, ["manage.py", "run_plan_watcher", "--owner", name], env)
     wait_for(
         lambda: Plan.objects.filter(action__path=PATHS["dev"], state=PlanState.PRESET).exists(),
-        5,
+        4,
         "a watcher to arm the reveal",
     )
 
