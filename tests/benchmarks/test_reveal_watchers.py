@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import signal
 from collections.abc import Callable
+from functools import partial
 from http import HTTPStatus
 from typing import Any
 
@@ -40,6 +41,10 @@ def _ends(ends: dict[str, dt.datetime]) -> Callable[[dict[str, Any]], None]:
             phase["end"] = _iso(ends[phase["slug"]])
 
     return change
+
+
+def _done(plan_id: int) -> bool:
+    return Plan.objects.get(pk=plan_id).state == PlanState.DONE
 
 
 def _start(start_process: Start, base_url: str) -> dict[str, Any]:
@@ -106,11 +111,7 @@ def test_the_reveal_fires_once_on_time_though_a_watcher_is_killed_holding_it(
             revealed_at - ends[slug],
         )
         plan = Plan.objects.get(action__path=path)
-        wait_for(
-            lambda plan=plan: Plan.objects.get(pk=plan.pk).state == PlanState.DONE,
-            10,
-            "the plan to finish",
-        )
+        wait_for(partial(_done, plan.pk), 10, "the plan to finish")
         assert Life.objects.get(pk=plan.life_id).state == LifeState.DEAD
         # Exactly once: one attempt, one request under the plan's one webhook-id.
         [attempt] = PlanAttempt.objects.filter(plan=plan)

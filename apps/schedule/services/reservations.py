@@ -157,6 +157,8 @@ def platform_reservation_set(
         keep: Life | None = None
         for life in lives.order_by("pk"):
             birth = plans_locked(life)[PlanKind.BIRTH]
+            if birth.state not in PENDING_PLAN_STATES:
+                continue  # started since it was read: left to finish
             if spec is not None and keep is None:
                 _life_move(life=life, birth=birth, spec=spec)
                 keep = life
