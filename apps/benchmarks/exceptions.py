@@ -72,3 +72,12 @@ class LeaderboardLoginRequired(DomainError):
     code = "not_authenticated"
     http_status = HTTPStatus.UNAUTHORIZED
     default_message = "Authentication credentials were not provided."
+
+
+class RevealNotDue(DomainError):
+    """The phase's reservation called before the phase's reveal time (a call already running
+    when a bundle moved the time); the moved reservation reveals at the new time."""
+
+    code = "reveal_not_due"
+    http_status = HTTPStatus.CONFLICT
+    default_message = "This phase's reveal time has not come."

@@ -8,6 +8,8 @@ from apps.benchmarks.services.phase_submissions import (
     phase_submission_context,
 )
 from apps.benchmarks.services.scoring import EntryPhaseProvider
+from apps.core.queue import PHASES_REVEAL_OVERDUE
+from apps.core.schedules import PeriodicTask, register_periodic_task
 from apps.grading.phases import phase_provider_register
 from apps.jobs.admission_checks import register_admission_check
 from apps.submissions.contexts import register_context_resolver
@@ -22,3 +24,8 @@ register_admission_check(
 
 # Phase submissions are graded in two stages and their scores written with the result.
 phase_provider_register(EntryPhaseProvider())
+
+# The reveal's safety net: a phase whose reveal time passed long ago is revealed.
+register_periodic_task(
+    PeriodicTask(name="yoyaku.benchmarks.reveal_overdue", func=PHASES_REVEAL_OVERDUE, minutes=1)
+)

@@ -29,6 +29,7 @@ PLAN_EXECUTE_MANY = "apps.schedule.tasks.plan_execute_many"
 PLANS_FIRE_DUE = "apps.schedule.tasks.watcher_pass_periodic"
 TASK_RUN = "apps.schedule.tasks.task_run"
 BASELINE_SCORE = "apps.benchmarks.tasks.baseline_score"
+PHASES_REVEAL_OVERDUE = "apps.benchmarks.reveal_tasks.phases_reveal_overdue_periodic"
 
 TASKS = (
     GRADE_JOB,
@@ -39,6 +40,7 @@ TASKS = (
     PLANS_FIRE_DUE,
     TASK_RUN,
     BASELINE_SCORE,
+    PHASES_REVEAL_OVERDUE,
 )
 # Every task's failure counter exists at 0 in each process that can enqueue, so rates and
 # alerts on it see 0 before the first failure.

@@ -59,6 +59,8 @@ class PhaseOutputSerializer(serializers.Serializer[Any]):
     splits = SplitOutputSerializer(many=True)
     reveal = serializers.ChoiceField(choices=Reveal.choices)
     reveal_at = serializers.SerializerMethodField()
+    revealed = serializers.SerializerMethodField()
+    revealed_at = serializers.DateTimeField(allow_null=True)
     final_selection = serializers.IntegerField()
     file_types = serializers.ListField(child=serializers.CharField())
     limits = LimitsOutputSerializer(source="*")
@@ -71,6 +73,10 @@ class PhaseOutputSerializer(serializers.Serializer[Any]):
         if phase.reveal == "end":
             moment = phase.end
         return None if moment is None else serializers.DateTimeField().to_representation(moment)
+
+    def get_revealed(self, phase: Phase) -> bool:
+        """Whether the hidden splits are visible (`revealed_at` is when they became so)."""
+        return phase.revealed_at is not None
 
     def get_has_public_data(self, phase: Phase) -> bool:
         return bool(phase.public_data)

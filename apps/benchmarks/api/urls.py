@@ -5,6 +5,7 @@ from apps.benchmarks.api.board_views import (
     PhaseSubmissionsApi,
     SubmissionFinalApi,
 )
+from apps.benchmarks.api.reveal import PhaseRevealApi
 from apps.benchmarks.api.views import (
     ChallengeDetailApi,
     ChallengeListApi,
@@ -45,5 +46,10 @@ urlpatterns: list[URLPattern | URLResolver] = [
         "submissions/<hexid:submission_id>/final/",
         SubmissionFinalApi.as_view(),
         name="submission-final",
+    ),
+    path(
+        "challenges/<slug:slug>/phases/<slug:phase>/reveal/",
+        PhaseRevealApi.as_view(),
+        name="challenge-phase-reveal",
     ),
 ]

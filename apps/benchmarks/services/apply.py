@@ -36,6 +36,7 @@ from apps.benchmarks.selectors import challenge_get, challenge_may_manage
 from apps.benchmarks.services.bundle_archive import BundleArchive
 from apps.benchmarks.services.config import ChallengeConfig, PhaseConfig, bundle_config
 from apps.benchmarks.services.plan import PlanOp, bundle_plan, config_from_challenge, plan_changes
+from apps.benchmarks.services.reveal import challenge_reveals_sync
 from apps.benchmarks.services.scoring import baselines_score_enqueue
 from apps.core.exceptions import PermissionDenied
 from apps.core.models_utils import new_hex_id
@@ -230,6 +231,15 @@ def _apply_locked(
         return challenge, created, True, plan
 
 
+def _reveals_sync(slug: str) -> None:
+    """Book, move or cancel the phases' reveal reservations once the bundle is committed. The
+    bundle stays applied if this fails: the every-minute overdue check still reveals."""
+    try:
+        challenge_reveals_sync(slug=slug)
+    except Exception:
+        logger.exception("Could not update the reveal reservations of challenge %s", slug)
+
+
 def challenge_apply(
     *, user: AbstractBaseUser, bundle_path: Path, sha256: str, dry_run: bool = False
 ) -> ApplyResult:
@@ -272,4 +282,6 @@ def challenge_apply(
         raise
     if not changed:
         _stored_delete(stored)
+    else:
+        _reveals_sync(config.slug)
     return ApplyResult(config.slug, plan, challenge, created, False)
