@@ -82,8 +82,9 @@ def test_unnamed_bundles_go_after_the_grace_and_named_ones_stay(
     _sweep_scenario(host, apply_as, settings)
 
 
+@pytest.mark.usefixtures("s3_bucket")
 def test_unnamed_bundles_go_after_the_grace_and_named_ones_stay_on_s3(
-    host: User, apply_as: Callable[[User], Apply], settings: Any, s3_bucket: str
+    host: User, apply_as: Callable[[User], Apply], settings: Any
 ) -> None:
     _sweep_scenario(host, apply_as, settings)
 

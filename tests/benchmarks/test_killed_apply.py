@@ -17,7 +17,6 @@ from http import HTTPStatus
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.files.storage import storages
 from django.db import transaction
 from django.utils import timezone
