@@ -10,7 +10,10 @@ either may be the higher by a few hundred KiB; the target holds for both). Targe
 Each run applies a challenge of its own (a new slug, so every run creates, validates, stores
 and writes rows); min / median / max over the runs.
 
-For scale, the same run reports the time of a plain copy of the bundle on the same disk.
+A last request sends a small bundle whose challenge.yaml inflates to the same size: it must be
+refused within the same memory bound. For scale, the same run reports the time of a plain
+copy of the bundle on the same disk.
+
 SQLite in the temporary folder by default; `DATABASE_URL` selects PostgreSQL. `BENCH_RUNS`
 (default 5) and `BENCH_BUNDLE_MB` (default 1024) change the runs and the reference file's
 size. A 1 GiB bundle plus the multipart framing is above the default `MAX_REQUEST_BODY_SIZE`
@@ -109,6 +112,22 @@ def run_bundle(base: Path, path: Path, slug: str) -> Path:
     manifest = (EXAMPLE / "challenge.yaml").read_text().replace("slug: digits", f"slug: {slug}")
     with zipfile.ZipFile(path, "a") as archive:
         archive.writestr("challenge.yaml", manifest, compress_type=zipfile.ZIP_DEFLATED)
+    return path
+
+
+def oversized_manifest_bundle(path: Path, size: int) -> Path:
+    """A bundle whose challenge.yaml is `size` bytes of YAML comments once inflated (about
+    1/1000 of that compressed): refused as too large, however it is read."""
+    line = b"# " + b"x" * 1021 + b"\n"
+    with (
+        zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive,
+        archive.open("challenge.yaml", "w", force_zip64=True) as member,
+    ):
+        left = size
+        block = line * 1024
+        while left > 0:
+            member.write(block[: min(left, len(block))])
+            left -= len(block)
     return path
 
 
@@ -243,6 +262,20 @@ def one_run(
     }
 
 
+def refused_run(port: int, token: str, worker: int, bundle: Path) -> dict[str, float]:
+    """The growth while the server refuses `bundle` (400 `invalid_bundle`)."""
+    before_kb = status_kb(worker, "VmRSS")
+    Path(f"/proc/{worker}/clear_refs").write_text("5")
+    with Sampler(worker) as sampler:
+        started = time.perf_counter()
+        status, body = post_bundle(port, token, bundle)
+        seconds = time.perf_counter() - started
+    assert status == 400, (status, body)
+    assert body["code"] == "invalid_bundle", body
+    peak_kb = max(status_kb(worker, "VmHWM"), sampler.peak_kb)
+    return {"growth_mb": (peak_kb - before_kb) / 1024, "seconds": seconds}
+
+
 def main() -> int:
     runs = int(os.environ.get("BENCH_RUNS", "5"))
     size = int(float(os.environ.get("BENCH_BUNDLE_MB", "1024")) * MB)
@@ -268,6 +301,9 @@ def main() -> int:
             one_run(port, token, worker, base, work, f"memory-{tag}-{i}") for i in range(runs)
         ]
 
+        oversized = oversized_manifest_bundle(work / "data" / "oversized.zip", size)
+        refused = refused_run(port, token, worker, oversized)
+
         growth = sorted(r["growth_mb"] for r in results)
         sampled = sorted(r["sampled_mb"] for r in results)
         seconds = sorted(r["seconds"] for r in results)
@@ -288,7 +324,13 @@ def main() -> int:
             f"apply time: min {seconds[0]:.2f} / median {statistics.median(seconds):.2f} / max "
             f"{seconds[-1]:.2f} s ({seconds[0] / copy_s:.1f}x the plain copy at best)"
         )
-        return 0 if max(growth[-1], sampled[-1]) <= TARGET_MB else 1
+        print(
+            f"a {oversized.stat().st_size / MB:.1f} MiB bundle whose challenge.yaml inflates "
+            f"to {size / MB:.0f} MiB: refused (invalid_bundle) in {refused['seconds']:.2f} s, "
+            f"peak RSS growth {refused['growth_mb']:.1f} MiB (target <= {TARGET_MB})"
+        )
+        worst = max(growth[-1], sampled[-1], refused["growth_mb"])
+        return 0 if worst <= TARGET_MB else 1
     except BaseException:
         log = work / "server.log"
         if log.exists():
