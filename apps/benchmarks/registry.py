@@ -8,6 +8,9 @@ from apps.benchmarks.services.phase_submissions import (
     phase_submission_context,
 )
 from apps.benchmarks.services.scoring import EntryPhaseProvider
+from apps.benchmarks.services.storage import KIND as ORPHAN_BUNDLES
+from apps.benchmarks.services.storage import stored_bundles_cleanup
+from apps.core.cleanup import register_cleanup
 from apps.core.queue import PHASES_REVEAL_OVERDUE
 from apps.core.schedules import PeriodicTask, register_periodic_task
 from apps.grading.phases import phase_provider_register
@@ -29,3 +32,9 @@ phase_provider_register(EntryPhaseProvider())
 register_periodic_task(
     PeriodicTask(name="yoyaku.benchmarks.reveal_overdue", func=PHASES_REVEAL_OVERDUE, minutes=1)
 )
+
+register_cleanup(
+    ORPHAN_BUNDLES,
+    "stored bundles no challenge or scoring version names (a web process killed mid-apply), "
+    "older than STORED_ORPHAN_GRACE_MINUTES",
+)(stored_bundles_cleanup)

@@ -14,6 +14,7 @@ from apps.benchmarks.models import (
     Participant,
     ParticipantStatus,
     Phase,
+    ScoringVersion,
     Visibility,
 )
 
@@ -29,6 +30,18 @@ def challenge_get(*, slug: str, for_update: bool = False) -> Challenge | None:
     if for_update:
         queryset = queryset.select_for_update(of=("self",))
     return queryset.first()
+
+
+def bundle_files_named(*, prefix: str) -> set[str]:
+    """Stored bundle names under `prefix` that a challenge (its current bundle) or a scoring
+    version (a bundle kept for rescoring) names."""
+    current = Challenge.objects.filter(bundle_file__startswith=prefix).values_list(
+        "bundle_file", flat=True
+    )
+    kept = ScoringVersion.objects.filter(bundle_file__startswith=prefix).values_list(
+        "bundle_file", flat=True
+    )
+    return set(current) | set(kept)
 
 
 def challenge_is_host(*, challenge: Challenge, user: AnyUser) -> bool:

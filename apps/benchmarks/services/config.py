@@ -24,7 +24,9 @@ from apps.benchmarks.services.bundle_archive import MANIFEST, BundleArchive, fol
 from apps.benchmarks.services.manifest import (
     DEFAULT_FILE_TYPES,
     MAX_DESCRIPTION_BYTES,
+    MAX_MANIFEST_BYTES,
     manifest_load,
+    manifest_too_large,
     manifest_validate,
 )
 from apps.core.archives import member_problem
@@ -204,9 +206,17 @@ def _phase(archive: BundleArchive, raw: dict[str, Any], at: str, errors: _Errors
     )
 
 
+def _manifest_bytes(archive: BundleArchive) -> bytes:
+    """challenge.yaml's bytes. A member declaring more than `MAX_MANIFEST_BYTES` is refused
+    unread: a few MiB of zip can inflate to a GiB, which the web process would hold."""
+    if archive.is_file(MANIFEST) and archive.members[MANIFEST].size > MAX_MANIFEST_BYTES:
+        raise manifest_too_large()
+    return archive.read(MANIFEST, max_bytes=MAX_MANIFEST_BYTES, field="challenge.yaml")
+
+
 def bundle_config(archive: BundleArchive, *, uploader: str) -> ChallengeConfig:
     """The challenge `archive` describes; InvalidBundle with every problem by YAML path."""
-    document = manifest_load(archive.read(MANIFEST, max_bytes=1 << 30, field="challenge.yaml"))
+    document = manifest_load(_manifest_bytes(archive))
     if not isinstance(document, dict):
         raise InvalidBundle(
             "challenge.yaml must be a mapping.", fields={"challenge.yaml": ["must be a mapping"]}

@@ -245,14 +245,18 @@ def _refuse_expansions(text: str) -> None:
             depth -= 1
 
 
+def manifest_too_large() -> InvalidBundle:
+    return InvalidBundle(
+        f"challenge.yaml is larger than {MAX_MANIFEST_BYTES} bytes.",
+        fields={"challenge.yaml": [f"must be at most {MAX_MANIFEST_BYTES} bytes"]},
+    )
+
+
 def manifest_load(data: bytes) -> Any:
     """The document of `challenge.yaml` as JSON values; InvalidBundle for text that is not
     UTF-8, too large, not YAML, or uses anchors/aliases. The schema is not checked here."""
     if len(data) > MAX_MANIFEST_BYTES:
-        raise InvalidBundle(
-            f"challenge.yaml is larger than {MAX_MANIFEST_BYTES} bytes.",
-            fields={"challenge.yaml": [f"must be at most {MAX_MANIFEST_BYTES} bytes"]},
-        )
+        raise manifest_too_large()
     try:
         text = data.decode("utf-8")
         _refuse_expansions(text)
