@@ -239,16 +239,17 @@ def test_sigterm_gives_back_unfired_claims(
 
 @pytest.mark.usefixtures("fast")
 def test_a_plan_whose_task_the_broker_lost_is_armed_again_by_its_living_watcher(
-    user: User, receiver: Receiver
+    user: User, receiver: Receiver, settings: Any
 ) -> None:
-    """The watcher hands a fired plan to the broker, and no worker ever runs it (a Redis
-    restart, or a killed cluster that had pulled it). The watcher stays alive: it must not keep
-    renewing that plan's lease, so the plan is armed again after the lease, and only the new
-    arming can start it."""
+    """With PLAN_DELIVERY=queue the watcher hands a fired plan to the broker, and no worker
+    ever runs it (a Redis restart, or a killed cluster that had pulled it). The watcher stays
+    alive: it must not keep renewing that plan's lease, so the plan is armed again after the
+    lease, and only the new arming can start it."""
     from django_q.brokers import get_broker
 
     from apps.schedule.execution.executor import plan_execute
 
+    settings.PLAN_DELIVERY = "queue"
     life = book_point(user, url=f"{receiver.url}/hook", in_seconds=1)
     plan = life.plans.get()
     watcher = PlanWatcher(owner="alive")
