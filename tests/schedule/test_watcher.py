@@ -4,22 +4,16 @@ and give their claims back on SIGTERM."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import io
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
@@ -28,19 +22,9 @@ from django.utils import timezone
 from apps.schedule.models import Life, LifeState, Plan, PlanState
 from apps.schedule.watcher import PlanWatcher
 from tests.factories.schedule import book, book_point
-from tests.schedule.conftest import Receiver
+from tests.schedule.conftest import Receiver, child_env, spawn, wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 @pytest.fixture
@@ -110,61 +94,6 @@ def test_healthz_reports_the_watchers_last_tick(user: User) -> None:
 
 
 # --- real processes ---------------------------------------------------------------------------
-
-
-def child_env(receiver: Receiver) -> dict[str, str]:
-    db = django_settings.DATABASES["default"]
-    if db["ENGINE"].endswith("sqlite3"):
-        url = f"sqlite:///{db['NAME']}"
-    else:
-        url = (
-            f"postgres://{db['USER']}:{db.get('PASSWORD') or ''}@{db['HOST']}:{db['PORT']}/"
-            f"{db['NAME']}"
-        )
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.test_settings",
-        "DATABASE_URL": url,
-        "BOOKING_PLAN_WATCH_INTERVAL": "200",
-        "SCHEDULE_WEBHOOK_ALLOWED_HOSTS": receiver.host,
-        "Q_WORKERS": "2",
-        "LOG_LEVEL": "WARNING",
-    }
-    env.pop("REDIS_URL", None)  # the ORM broker: the child cluster and watchers share the test db
-    return env
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    # Each child leads its own process group: after a clean SIGTERM to the leader, whatever is
-    # left of the group (a qcluster's workers) is killed, so nothing outlives the test holding
-    # connections to the test database.
-    for proc in started:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in started:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(15)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(5)
-
-
-def spawn(
-    processes: list[subprocess.Popen[bytes]], env: dict[str, str], *args: str
-) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    processes.append(proc)
-    return proc
 
 
 def book_many(user: User, receiver: Receiver, n: int, start: float, spread: float) -> list[Life]:
