@@ -20,7 +20,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from django.conf import settings
 from django.db import close_old_connections, connections
@@ -34,8 +34,13 @@ logger = logging.getLogger(__name__)
 WATCHER = "watcher"
 QUEUE = "queue"
 MODES = (WATCHER, QUEUE)
+# Seconds ahead of its time a plan is handed to a thread of the pool: enough for the start's
+# compare-and-set and the request's preparation under load, so that the request leaves at the
+# plan's time. The plan is Running (a DELETE gets 409 plan_started) that much early.
+FIRE_LEAD = 0.1
 
-Item = tuple[int, str]  # (plan id, arm token)
+# (plan id, arm token, the plan's time as a `time.time()`, or None to send at once)
+Item = tuple[int, str, float | None]
 
 
 def delivery_mode() -> str:
@@ -44,10 +49,14 @@ def delivery_mode() -> str:
     return mode if mode in MODES else WATCHER
 
 
-def plan_deliver(*, plan_id: int, token: str) -> str:
+def plan_deliver(*, plan_id: int, token: str, not_before: float | None = None) -> str:
     """Deliver one armed plan in this thread: start it (CAS Preset(token) → Running), make its
     attempt and record it (`plan_run`), exactly as the django-q2 task `plan_execute` does.
     Idempotent: a stale or duplicate delivery starts nothing and returns "skipped".
+
+    The watcher hands a plan over FIRE_LEAD seconds ahead of its time: the start (the
+    compare-and-set) and the request's preparation are done by then, and the request is sent
+    at `not_before`, the plan's time.
 
     When the attempt was a task-topic call the platform accepted, the handler of that call
     (keyed by the plan's webhook-id) is run here too, at once, rather than when a django-q2
@@ -55,7 +64,7 @@ def plan_deliver(*, plan_id: int, token: str) -> str:
     plan = plans_start(items=[(plan_id, token)]).get(plan_id)
     if plan is None:
         return "skipped"
-    result = plan_run(plan)
+    result = plan_run(plan, not_before=not_before)
     if result == "done":
         _topic_call_now(plan)
     return result
@@ -98,7 +107,7 @@ class DeliveryPool:
         for thread in self.threads:
             thread.start()
 
-    def submit(self, items: list[Item]) -> None:
+    def submit(self, items: Sequence[Item]) -> None:
         for item in items:
             self.jobs.put(item)
 
@@ -115,12 +124,12 @@ class DeliveryPool:
                 item = self.jobs.get()
                 if item is None:
                     return
-                plan_id, token = item
+                plan_id, token, not_before = item
                 with self.lock:
                     self.running[plan_id] = token
                 try:
                     close_old_connections()
-                    self.deliver(plan_id=plan_id, token=token)
+                    self.deliver(plan_id=plan_id, token=token, not_before=not_before)
                 except Exception:
                     logger.exception("plan %s failed to deliver", plan_id)
                 finally:

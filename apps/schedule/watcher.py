@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from apps.core.queue import PLAN_EXECUTE, PLAN_EXECUTE_MANY, enqueue
 from apps.core.services import heartbeat_beat, heartbeat_forget
-from apps.schedule.delivery import WATCHER, DeliveryPool, delivery_mode
+from apps.schedule.delivery import FIRE_LEAD, WATCHER, DeliveryPool, delivery_mode
 from apps.schedule.execution.claims import (
     ArmedPlan,
     plan_claim,
@@ -69,7 +69,7 @@ class PlanWatcher:
         self._known: dict[int, str] = {}
         self._dispatched: set[int] = set()
         self._cond = threading.Condition()
-        self._handoff: list[tuple[int, str]] = []
+        self._handoff: list[tuple[int, str, float]] = []  # (plan id, token, due)
         self._handoff_cond = threading.Condition()
         self._last_purge = 0.0
         self.mode = delivery_mode()
@@ -138,20 +138,23 @@ class PlanWatcher:
 
     # --- timers ----------------------------------------------------------------------------
     def _timer_loop(self) -> None:
+        # The pool starts a plan FIRE_LEAD ahead and sends its request at its time; a worker
+        # sends at once, so a plan goes to the queue at its time.
+        lead = FIRE_LEAD if self.pool is not None else 0.0
         while not self.stop_event.is_set():
             with self._cond:
                 if not self._heap:
                     self._cond.wait(0.5)
                     continue
-                delay = self._heap[0][0] - time.time()
+                delay = self._heap[0][0] - lead - time.time()
                 if delay > 0:
                     self._cond.wait(min(delay, 0.5))
                     continue
-                due: list[tuple[int, str]] = []
-                while self._heap and self._heap[0][0] <= time.time():
-                    _, plan_id, token = heapq.heappop(self._heap)
+                due: list[tuple[int, str, float]] = []
+                while self._heap and self._heap[0][0] - lead <= time.time():
+                    at, plan_id, token = heapq.heappop(self._heap)
                     if self._known.get(plan_id) == token:
-                        due.append((plan_id, token))
+                        due.append((plan_id, token, at))
             with self._handoff_cond:
                 self._handoff.extend(due)
                 self._handoff_cond.notify()
@@ -188,7 +191,7 @@ class PlanWatcher:
                         self.pool.submit(chunk)
                         self.stats.dispatched += len(chunk)
                     else:
-                        self._enqueue(chunk)
+                        self._enqueue([(plan_id, token) for plan_id, token, _ in chunk])
                 if batch:
                     with self._handoff_cond:  # stopping: shutdown gives these back
                         self._handoff[:0] = batch
@@ -228,7 +231,7 @@ class PlanWatcher:
         abandoned = plans_running_abandoned(now=now)
         if abandoned:
             logger.warning("delivering again %d plans abandoned mid-attempt", len(abandoned))
-            self.pool.submit(abandoned)
+            self.pool.submit([(plan_id, token, None) for plan_id, token in abandoned])
 
     def _wait_for_room(self) -> int:
         """Block while TIMEDOUT_QUEUE_MAX_SIZE of our fired plans have not started yet; returns

@@ -159,16 +159,16 @@ def test_a_pool_with_busy_threads_keeps_the_rest_waiting_and_hands_them_back() -
     release = threading.Event()
     done: list[int] = []
 
-    def deliver(*, plan_id: int, token: str) -> str:
+    def deliver(*, plan_id: int, token: str, not_before: float | None) -> str:
         release.wait(5)
         return "done"
 
     pool = DeliveryPool(2, deliver=deliver, on_done=lambda pid, token: done.append(pid))
-    pool.submit([(i, "t") for i in range(5)])
+    pool.submit([(i, "t", None) for i in range(5)])
     assert wait_until(lambda: pool.busy() == 2, 5)
     assert pool.waiting() == 3
     left = pool.take_waiting()
     release.set()
-    assert sorted(pid for pid, _ in left) == [2, 3, 4]
+    assert sorted(pid for pid, _, _ in left) == [2, 3, 4]
     pool.shutdown(grace=5)
     assert sorted(done) == [0, 1]

@@ -19,7 +19,9 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
+from apps.core.selectors import heartbeat_get
 from apps.schedule.models import Life, LifeState, Plan, PlanState
+from apps.schedule.selectors import WATCHER_HEARTBEAT
 from apps.schedule.watcher import PlanWatcher
 from tests.factories.schedule import book, book_point
 from tests.schedule.conftest import Receiver, child_env, spawn, wait_until
@@ -133,9 +135,11 @@ def test_two_watcher_processes_fire_every_plan_exactly_once(
 def test_a_sigkilled_watchers_plans_are_taken_over_after_its_lease(
     user: User, receiver: Receiver, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    lives = book_many(user, receiver, 20, start=5, spread=2)
     env = child_env(receiver)
     victim = spawn(processes, env, "run_plan_watcher", "--owner", "victim")
+    # Booked once it runs: it claims them at its next poll, long before the first is due.
+    assert wait_until(lambda: heartbeat_get(name=WATCHER_HEARTBEAT) is not None, 30)
+    lives = book_many(user, receiver, 20, start=4, spread=2)
     assert wait_until(
         lambda: Plan.objects.filter(state=PlanState.PRESET, lease_owner="victim").count() == 20,
         15,
