@@ -172,3 +172,37 @@ def test_a_pool_with_busy_threads_keeps_the_rest_waiting_and_hands_them_back() -
     assert sorted(pid for pid, _, _ in left) == [2, 3, 4]
     pool.shutdown(grace=5)
     assert sorted(done) == [0, 1]
+
+
+def test_a_topic_call_delivered_by_the_pool_runs_its_handler_without_a_worker(
+    live_server: Any, settings: Any, staff_user: User, staff_client: Any, backlog: Any
+) -> None:
+    """A boost booked by staff, delivered by the watcher's pool over real HTTP: the endpoint
+    records the call (and enqueues its task behind the backlog, for no worker), and the pool
+    runs the handler at once under the plan's webhook-id; the queued task, run later, finds
+    it done."""
+    from apps.quotas.models import QuotaPolicy
+    from apps.schedule.delivery import plan_deliver
+    from apps.schedule.execution.claims import plan_claim
+    from apps.schedule.models import PlanKind, TaskRun
+    from apps.schedule.task_runs import task_run_execute
+    from tests.schedule.conftest import at
+
+    settings.SCHEDULE_WEBHOOK_BASE_URL = live_server.url
+    call = {"path": "/api/schedule/tasks/", "method": "POST"}
+    body = {
+        "schedule_type": "term",
+        "term": {"birth_time": at(60), "death_time": at(120)},
+        "birth": {**call, "body": {"topic": "quota.boost", "content": {"concurrent": 3}}},
+        "death": {**call, "body": {"topic": "quota.restore", "content": {"concurrent": 3}}},
+    }
+    life_uuid = staff_client.post("/api/schedules/", body, format="json").json()["life_uuid"]
+    plan = Life.objects.get(life_uuid=life_uuid).plans.get(kind=PlanKind.BIRTH)
+    armed = [a for a in plan_claim(owner="pool", now=plan.due_at) if a.plan_id == plan.pk]
+    assert plan_deliver(plan_id=plan.pk, token=armed[0].token) == "done"
+    run = TaskRun.objects.get(key=plan.webhook_id)
+    assert run.state == TaskRun.State.DONE
+    assert QuotaPolicy.objects.get(user=staff_user).concurrent_boost == 3
+    assert backlog.queue_size() == BACKLOG + 1  # the endpoint's task, still queued
+    assert task_run_execute(task_run_id=run.pk) == "skipped"
+    assert QuotaPolicy.objects.get(user=staff_user).concurrent_boost == 3
