@@ -21,7 +21,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from apps.core.selectors import heartbeat_get
-from apps.schedule.delivery import DeliveryPool
+from apps.schedule.delivery import DeliveryPool, plan_deliver
 from apps.schedule.models import Life, LifeState, Plan, PlanState
 from apps.schedule.selectors import WATCHER_HEARTBEAT
 from apps.schedule.watcher import PlanWatcher
@@ -182,7 +182,6 @@ def test_a_topic_call_delivered_by_the_pool_runs_its_handler_without_a_worker(
     runs the handler at once under the plan's webhook-id; the queued task, run later, finds
     it done."""
     from apps.quotas.models import QuotaPolicy
-    from apps.schedule.delivery import plan_deliver
     from apps.schedule.execution.claims import plan_claim
     from apps.schedule.models import PlanKind, TaskRun
     from apps.schedule.task_runs import task_run_execute
@@ -206,3 +205,31 @@ def test_a_topic_call_delivered_by_the_pool_runs_its_handler_without_a_worker(
     assert backlog.queue_size() == BACKLOG + 1  # the endpoint's task, still queued
     assert task_run_execute(task_run_id=run.pk) == "skipped"
     assert QuotaPolicy.objects.get(user=staff_user).concurrent_boost == 3
+
+
+def test_a_born_lifes_death_after_delete_is_taken_by_the_next_watcher_poll(
+    user: User, receiver: Receiver, backlog: Any
+) -> None:
+    """DELETE of a born term Life arms its death now and enqueues it; with watchers
+    delivering, the claim ends at once, so the next poll takes it over instead of the task
+    waiting behind the backlog, and the task, run late, starts nothing."""
+    from apps.schedule.execution.claims import plan_claim
+    from apps.schedule.execution.executor import plan_execute
+    from apps.schedule.models import PlanKind
+    from apps.schedule.services.lives import life_cancel
+    from tests.factories.schedule import book_term
+
+    life = book_term(
+        user, birth_url=f"{receiver.url}/b", death_url=f"{receiver.url}/d", in_seconds=60
+    )
+    Plan.objects.filter(life=life, kind=PlanKind.BIRTH).update(state=PlanState.DONE)
+    Life.objects.filter(pk=life.pk).update(state=LifeState.ALIVE)
+    life_cancel(life_uuid=life.life_uuid, user=user)
+    death = life.plans.get(kind=PlanKind.DEATH)
+    assert backlog.queue_size() == BACKLOG + 1
+    armed = plan_claim(owner="next-poll")
+    assert [a.plan_id for a in armed] == [death.pk]
+    assert plan_deliver(plan_id=death.pk, token=armed[0].token) == "done"
+    assert plan_execute(plan_id=death.pk, token=death.arm_token) == "skipped"
+    assert [r.headers["webhook-id"] for r in receiver.requests] == [death.webhook_id]
+    assert Life.objects.get(pk=life.pk).state == LifeState.DEAD
