@@ -165,7 +165,7 @@ def main(argv: list[str]) -> int:
         f"Procfile roles: {', '.join(procfile_commands())}",
         flush=True,
     )
-    results = []
+    results: list[dict[str, Any]] = []
     try:
         results.extend(_one_run(args, env, receiver, run) for run in range(args.runs))
     finally:
