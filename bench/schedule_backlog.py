@@ -9,6 +9,8 @@ with the watcher for the cores and the database as a grading does. Reports the l
 receiver (receipt - plan time) p50/p99/max per run and min/median/max over `--runs`, the
 deliveries per webhook-id, and the load average beside each run. Target (§11.9): p99 ≤ 50 ms.
 
+`--slow-kind sleep` makes the tasks sleep instead, leaving the cores free: the queue then
+drains at the rate gradings did when plans waited in it (≈ 250 tasks in 40 s on 2 workers).
 `--database sqlite` is the embedded default (a SQLite file, the ORM broker); `postgresql`
 uses BENCH_DATABASE_URL and BENCH_REDIS_URL (see bench/schedule.py). `--plan-delivery queue`
 measures django-q2 delivery (the plans' tasks wait in the same queue as the backlog).
@@ -36,15 +38,18 @@ ROOT = Path(__file__).resolve().parent.parent
 SLOW_TASK = "bench.schedule_backlog.slow_task"
 
 
-def slow_task(seconds: float = 0.3) -> None:
-    """A grading's stand-in, run by a django-q2 worker: a row written, `seconds` of CPU, a row
-    written."""
+def slow_task(seconds: float = 0.3, kind: str = "cpu") -> None:
+    """A grading's stand-in, run by a django-q2 worker: a row written, `seconds` of CPU (or of
+    sleep, `kind="sleep"`), a row written."""
     from apps.core.services import heartbeat_beat
 
     heartbeat_beat(name=f"bench-slow-{os.getpid()}")
-    end = time.process_time() + seconds
-    while time.process_time() < end:
-        sum(range(1000))
+    if kind == "sleep":
+        time.sleep(seconds)
+    else:
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            sum(range(1000))
     heartbeat_beat(name=f"bench-slow-{os.getpid()}")
 
 
@@ -116,6 +121,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--plan-delivery", choices=("watcher", "queue"), default="watcher")
+    # sleep: 0.3 s tasks that leave the cores free (the queue drains at the rate it did when
+    # plans waited in it: 250 tasks ≈ 40 s on 2 workers), to measure that wait on a busy host.
+    parser.add_argument("--slow-kind", choices=("cpu", "sleep"), default="cpu")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
 
@@ -161,7 +169,7 @@ def main(argv: list[str]) -> int:
     broker_name = "redis" if env.get("REDIS_URL") else "orm"
     print(
         f"database={args.database} broker={broker_name} delivery={args.plan_delivery} "
-        f"backlog={args.backlog} plans={args.plans} over {args.spread:g} s, "
+        f"backlog={args.backlog} ({args.slow_kind}) plans={args.plans} over {args.spread:g} s, "
         f"Procfile roles: {', '.join(procfile_commands())}",
         flush=True,
     )
@@ -220,7 +228,7 @@ def _one_run(
         while time.time() < deadline and heartbeat_get(name=WATCHER_HEARTBEAT) is None:
             time.sleep(0.2)
         for _ in range(args.backlog):
-            async_task(SLOW_TASK, 0.3, broker=broker)
+            async_task(SLOW_TASK, 0.3, args.slow_kind, broker=broker)
 
         def top_up() -> None:
             from django.db import connections
@@ -229,7 +237,7 @@ def _one_run(
                 while not stop.wait(0.5):
                     missing = args.backlog - broker.queue_size()
                     for _ in range(max(missing, 0)):
-                        async_task(SLOW_TASK, 0.3, broker=broker)
+                        async_task(SLOW_TASK, 0.3, args.slow_kind, broker=broker)
             finally:
                 connections.close_all()
 
