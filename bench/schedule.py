@@ -13,6 +13,9 @@ over 60 s), a burst of 300 (issue: 1,000), history 1,000 vs 100,000 (issue: 1,00
 full figures: `python bench/schedule.py --lives 1000 --spread 60 --burst 1000 --history-large
 1000000`. Targets: p99 ≤ 1 s, burst drained ≤ 10 s, tick(H2) ≤ 2 x tick(H1).
 
+`--backlog N` runs the grading-backlog mode instead (bench/schedule_backlog.py): plans due
+while django-q2's queue holds N slow tasks, with the Procfile's processes.
+
 Environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/yoyaku_bench_schedule,
 created and dropped by the run), BENCH_REDIS_URL (default redis://127.0.0.1:6379/14; empty = the
 ORM broker).
@@ -126,6 +129,12 @@ def lateness_line(name: str, values: list[float]) -> str:
 
 
 def main() -> int:
+    own_argv = sys.argv[0].endswith("schedule.py")
+    if own_argv and "--backlog" in sys.argv:
+        sys.path.insert(0, str(ROOT))
+        from bench.schedule_backlog import main as backlog_main
+
+        return backlog_main(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lives", type=int, default=300)
     parser.add_argument("--spread", type=float, default=30.0)
@@ -133,7 +142,6 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=300)
     parser.add_argument("--history-small", type=int, default=1_000)
     parser.add_argument("--history-large", type=int, default=100_000)
-    own_argv = sys.argv[0].endswith("schedule.py")
     args = parser.parse_args(sys.argv[1:] if own_argv else [])
 
     receipts = Receipts()

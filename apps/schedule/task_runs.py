@@ -218,3 +218,10 @@ def task_run_execute(*, task_run_id: int) -> str:
             return "skipped"
         spec.handler(run.owner, dict(run.content))
     return "done"
+
+
+def task_run_execute_keyed(*, key: str) -> str:
+    """Run now the call recorded under `key` (a plan's webhook-id) if it is still pending:
+    `task_run_execute`, so at most once whoever else runs it."""
+    run_id = TaskRun.objects.filter(key=key).values_list("pk", flat=True).first()
+    return "skipped" if run_id is None else task_run_execute(task_run_id=run_id)

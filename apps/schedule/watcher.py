@@ -1,12 +1,15 @@
-"""The plan watcher process: polls, claims, arms in-process timers, hands due plans to workers.
+"""The plan watcher process: polls, claims, arms in-process timers, delivers due plans.
 
 One timer thread keeps a heap of armed plans and, at each plan's `due_at`, moves it to a
-bounded hand-off queue; one dispatcher thread turns queue entries into django-q2 tasks, never
-letting more than TIMEDOUT_QUEUE_MAX_SIZE of this watcher's fired plans wait for a worker.
+hand-off list; one dispatcher thread hands those plans to the watcher's own pool of
+PLAN_DELIVERY_THREADS threads (`delivery`, PLAN_DELIVERY=watcher, the default) or, with
+PLAN_DELIVERY=queue, to django-q2 workers as tasks; either way it never lets more than
+TIMEDOUT_QUEUE_MAX_SIZE of this watcher's fired plans wait for a thread or a worker.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import heapq
 import logging
 import os
@@ -21,6 +24,7 @@ from django.utils import timezone
 
 from apps.core.queue import PLAN_EXECUTE, PLAN_EXECUTE_MANY, enqueue
 from apps.core.services import heartbeat_beat, heartbeat_forget
+from apps.schedule.delivery import FIRE_LEAD, WATCHER, DeliveryPool, delivery_mode
 from apps.schedule.execution.claims import (
     ArmedPlan,
     plan_claim,
@@ -28,6 +32,7 @@ from apps.schedule.execution.claims import (
     plan_invalidate_late,
     plan_leases_renew,
 )
+from apps.schedule.execution.executor import plans_running_abandoned
 from apps.schedule.models import Plan, PlanState
 from apps.schedule.selectors import WATCHER_HEARTBEAT, WATCHER_HEARTBEAT_PREFIX
 from apps.schedule.services.lives import life_history_purge
@@ -36,6 +41,8 @@ logger = logging.getLogger(__name__)
 HEARTBEAT_NAME = WATCHER_HEARTBEAT
 PURGE_EVERY = 60.0  # seconds between history purges
 BATCH_SIZE = 16  # plans fired together that share one worker task
+# Seconds a stopping watcher lets its attempts in progress end (honcho waits 5 s).
+SHUTDOWN_GRACE = 4.0
 
 
 def watch_interval() -> float:
@@ -62,9 +69,11 @@ class PlanWatcher:
         self._known: dict[int, str] = {}
         self._dispatched: set[int] = set()
         self._cond = threading.Condition()
-        self._handoff: list[tuple[int, str]] = []
+        self._handoff: list[tuple[int, str, float]] = []  # (plan id, token, due)
         self._handoff_cond = threading.Condition()
         self._last_purge = 0.0
+        self.mode = delivery_mode()
+        self.pool: DeliveryPool | None = None
         self._threads = [
             threading.Thread(target=self._timer_loop, name="plan-timers", daemon=True),
             threading.Thread(target=self._dispatch_loop, name="plan-dispatch", daemon=True),
@@ -72,6 +81,8 @@ class PlanWatcher:
 
     # --- the poll loop ---------------------------------------------------------------------
     def run(self, *, once: bool = False) -> None:
+        if self.mode == WATCHER:
+            self.pool = DeliveryPool(int(settings.PLAN_DELIVERY_THREADS), on_done=self._delivered)
         for thread in self._threads:
             thread.start()
         try:
@@ -97,6 +108,7 @@ class PlanWatcher:
             self._arm(armed)
             if time.monotonic() - self._last_purge > PURGE_EVERY:
                 life_history_purge(now=now)
+                self._redeliver_abandoned(now)
                 self._last_purge = time.monotonic()
         except Exception:
             logger.exception("watcher tick failed; retrying next interval")
@@ -126,37 +138,43 @@ class PlanWatcher:
 
     # --- timers ----------------------------------------------------------------------------
     def _timer_loop(self) -> None:
+        # The pool starts a plan FIRE_LEAD ahead and sends its request at its time; a worker
+        # sends at once, so a plan goes to the queue at its time.
+        lead = FIRE_LEAD if self.pool is not None else 0.0
         while not self.stop_event.is_set():
             with self._cond:
                 if not self._heap:
                     self._cond.wait(0.5)
                     continue
-                delay = self._heap[0][0] - time.time()
+                delay = self._heap[0][0] - lead - time.time()
                 if delay > 0:
                     self._cond.wait(min(delay, 0.5))
                     continue
-                due: list[tuple[int, str]] = []
-                while self._heap and self._heap[0][0] <= time.time():
-                    _, plan_id, token = heapq.heappop(self._heap)
+                due: list[tuple[int, str, float]] = []
+                while self._heap and self._heap[0][0] - lead <= time.time():
+                    at, plan_id, token = heapq.heappop(self._heap)
                     if self._known.get(plan_id) == token:
-                        due.append((plan_id, token))
+                        due.append((plan_id, token, at))
             with self._handoff_cond:
                 self._handoff.extend(due)
                 self._handoff_cond.notify()
 
     def _drain_due(self) -> None:
-        """For `--once`: wait until everything already due has been handed to workers."""
+        """For `--once`: wait until everything already due has been handed over (and, on the
+        watcher's own pool, delivered)."""
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             with self._cond:
                 pending_due = any(t <= time.time() for t, _, _ in self._heap)
             with self._handoff_cond:
                 pending_due = pending_due or bool(self._handoff)
+            if self.pool is not None:
+                pending_due = pending_due or bool(self.pool.waiting() or self.pool.busy())
             if not pending_due:
                 return
             time.sleep(0.02)
 
-    # --- hand-off to workers ---------------------------------------------------------------
+    # --- hand-off to the pool or to workers ------------------------------------------------
     def _dispatch_loop(self) -> None:
         try:
             while not self.stop_event.is_set():
@@ -166,29 +184,63 @@ class PlanWatcher:
                         continue
                     batch, self._handoff = self._handoff, []
                 while batch and not self.stop_event.is_set():
-                    room = self._wait_for_room()
-                    chunk, batch = batch[: min(room, BATCH_SIZE)], batch[min(room, BATCH_SIZE) :]
-                    try:
-                        if len(chunk) == 1:
-                            enqueue(PLAN_EXECUTE, *chunk[0])
-                        else:
-                            enqueue(PLAN_EXECUTE_MANY, chunk)
-                    except Exception:
-                        logger.exception("could not hand plans %s to a worker", chunk)
-                        self._give_back([plan_id for plan_id, _ in chunk])
-                        continue
-                    with self._cond:
-                        for plan_id, _ in chunk:
-                            self._dispatched.add(plan_id)
-                            self._known.pop(plan_id, None)
-                    self.stats.dispatched += len(chunk)
+                    room = min(self._wait_for_room(), BATCH_SIZE)
+                    chunk, batch = batch[:room], batch[room:]
+                    if self.pool is not None:
+                        # Still claimed (and renewed) until a thread starts it: `_delivered`.
+                        self.pool.submit(chunk)
+                        self.stats.dispatched += len(chunk)
+                    else:
+                        self._enqueue([(plan_id, token) for plan_id, token, _ in chunk])
+                if batch:
+                    with self._handoff_cond:  # stopping: shutdown gives these back
+                        self._handoff[:0] = batch
         finally:
             connections.close_all()
+
+    def _enqueue(self, chunk: list[tuple[int, str]]) -> None:
+        """PLAN_DELIVERY=queue: hand `chunk` to django-q2 workers as one task."""
+        try:
+            if len(chunk) == 1:
+                enqueue(PLAN_EXECUTE, *chunk[0])
+            else:
+                enqueue(PLAN_EXECUTE_MANY, chunk)
+        except Exception:
+            logger.exception("could not hand plans %s to a worker", chunk)
+            self._give_back([plan_id for plan_id, _ in chunk])
+            return
+        with self._cond:
+            for plan_id, _ in chunk:
+                self._dispatched.add(plan_id)
+                self._known.pop(plan_id, None)
+        self.stats.dispatched += len(chunk)
+
+    def _delivered(self, plan_id: int, token: str) -> None:
+        """A pool thread finished this arming of the plan: forget it (unless re-armed since)."""
+        with self._cond:
+            if self._known.get(plan_id) == token:
+                del self._known[plan_id]
+
+    def _redeliver_abandoned(self, now: dt.datetime) -> None:
+        """On the watcher's own pool: deliver again the Running plans whose attempt is
+        certainly over without a record (a killed watcher or worker was making it), rather
+        than wait for the fallback pass in the shared task queue. One redelivery resumes each
+        (`_resume_abandoned` compares and sets), however many watchers try."""
+        if self.pool is None:
+            return
+        abandoned = plans_running_abandoned(now=now)
+        if abandoned:
+            logger.warning("delivering again %d plans abandoned mid-attempt", len(abandoned))
+            self.pool.submit([(plan_id, token, None) for plan_id, token in abandoned])
 
     def _wait_for_room(self) -> int:
         """Block while TIMEDOUT_QUEUE_MAX_SIZE of our fired plans have not started yet; returns
         how many more may be handed over now (at least 1)."""
         limit = max(int(settings.TIMEDOUT_QUEUE_MAX_SIZE), 1)
+        if self.pool is not None:
+            while self.pool.waiting() >= limit and not self.stop_event.is_set():
+                time.sleep(0.005)
+            return max(limit - self.pool.waiting(), 1)
         while len(self._dispatched) >= limit and not self.stop_event.is_set():
             waiting = set(
                 Plan.objects.filter(
@@ -221,12 +273,17 @@ class PlanWatcher:
             self._handoff_cond.notify_all()
 
     def shutdown(self) -> None:
-        """Stop the threads and give back every claim not yet handed to a worker."""
+        """Stop the threads and give back every claim not yet started: on the pool, the
+        plans no thread took; with django-q2, those not handed to a worker. Attempts in
+        progress on the pool get SHUTDOWN_GRACE seconds to end."""
         self.stop()
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(timeout=5)
+        if self.pool is not None:
+            self.pool.take_waiting()
         with self._cond:
+            # Running plans are no longer under our claim: releasing them changes nothing.
             undispatched = [pid for pid in self._known if pid not in self._dispatched]
             self._known.clear()
             self._heap.clear()
@@ -237,4 +294,6 @@ class PlanWatcher:
             logger.info("watcher %s stopped; released %d claims", self.owner, released)
         except Exception:
             logger.exception("watcher %s could not release its claims", self.owner)
+        if self.pool is not None:
+            self.pool.shutdown(grace=SHUTDOWN_GRACE)
         connections.close_all()

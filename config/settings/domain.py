@@ -112,6 +112,13 @@ BIRTH_DELAY_LIMIT_TIME = env_number("BIRTH_DELAY_LIMIT_TIME", 3)  # min
 DEATH_RETRY_INTERVAL = env_number("DEATH_RETRY_INTERVAL", 1)  # min
 SCHEDULE_HISTORY_DURATION_DAYS = env_number("SCHEDULE_HISTORY_DURATION_DAYS", 1)
 TIMEDOUT_QUEUE_MAX_SIZE = int(env_number("TIMEDOUT_QUEUE_MAX_SIZE", 256))
+# Who makes a fired plan's attempt: "watcher" (a pool of the watcher's own threads, so plans
+# never wait behind gradings in the task queue) or "queue" (django-q2 workers).
+PLAN_DELIVERY = env.str("PLAN_DELIVERY", default="watcher")
+if PLAN_DELIVERY not in ("watcher", "queue"):
+    raise ImproperlyConfigured('PLAN_DELIVERY must be "watcher" or "queue".')
+# Threads of each watcher's pool: attempts mostly wait on the network, so a few per core.
+PLAN_DELIVERY_THREADS = int(env_number("PLAN_DELIVERY_THREADS", 8))
 EXECUTION_RETRY_CODES = [
     int(code)
     for code in env.list("EXECUTION_RETRY_CODES", default=["500", "502", "503", "504", "599"])

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.utils import timezone
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -212,3 +222,70 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
 
     monkeypatch.setattr(socket, "create_connection", create_connection)
     return refused
+
+
+# --- real processes (watchers, clusters) ---------------------------------------------------
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def child_env(receiver: Receiver) -> dict[str, str]:
+    db = django_settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        url = f"sqlite:///{db['NAME']}"
+    else:
+        url = (
+            f"postgres://{db['USER']}:{db.get('PASSWORD') or ''}@{db['HOST']}:{db['PORT']}/"
+            f"{db['NAME']}"
+        )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.test_settings",
+        "DATABASE_URL": url,
+        "BOOKING_PLAN_WATCH_INTERVAL": "200",
+        "SCHEDULE_WEBHOOK_ALLOWED_HOSTS": receiver.host,
+        "Q_WORKERS": "2",
+        "LOG_LEVEL": "WARNING",
+    }
+    env.pop("REDIS_URL", None)  # the ORM broker: the child cluster and watchers share the test db
+    return env
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    # Each child leads its own process group: after a clean SIGTERM to the leader, whatever is
+    # left of the group (a qcluster's workers) is killed, so nothing outlives the test holding
+    # connections to the test database.
+    for proc in started:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in started:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(15)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+def spawn(
+    processes: list[subprocess.Popen[bytes]], env: dict[str, str], *args: str
+) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    processes.append(proc)
+    return proc

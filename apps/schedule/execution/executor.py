@@ -72,9 +72,11 @@ def plans_start(*, items: list[tuple[int, str]], now: dt.datetime | None = None)
     return started
 
 
-def plan_run(plan: Plan) -> str:
+def plan_run(plan: Plan, *, not_before: float | None = None) -> str:
     """Run a plan this delivery started (`plans_start`): one HTTP attempt (outside any
     transaction), record it, then Done / Failed / a retry scheduled (Running → Standby).
+    With `not_before` (a `time.time()`), a plan started ahead of its time sends its request
+    at that instant, not before, and its attempt is recorded as started then.
 
     Retry codes are retried `retry_count` times `retry_interval` s apart (each retry is armed
     by a watcher, never slept out in the worker); a death that still fails is retried every
@@ -92,8 +94,10 @@ def plan_run(plan: Plan) -> str:
             plan_skipped(kind=plan.kind)
             logger.info("plan %s skipped: its Life is %s", plan.pk, life.state)
             return "skipped"
-        outcome = action_request(plan, life)
+        outcome = action_request(plan, life, not_before=not_before)
         started = plan.started_at or timezone.now()  # always set by plans_start
+        if not_before is not None and not_before > started.timestamp():
+            started = dt.datetime.fromtimestamp(not_before, tz=dt.UTC)
         result = plan_record(plan=plan, life=life, outcome=outcome, started=started)
         plan_attempt_recorded(
             kind=plan.kind,

@@ -84,10 +84,12 @@ RESERVED_HEADERS = frozenset(
 )
 
 
-def action_request(plan: Plan, life: Life) -> Outcome:
+def action_request(plan: Plan, life: Life, *, not_before: float | None = None) -> Outcome:
     """Make one signed HTTP request for `plan` (no redirects); never raises. A relative
     path (the platform itself) gets a one-time self-call signature, an external receiver a
-    Standard Webhooks one (`selfcalls`).
+    Standard Webhooks one (`selfcalls`). Everything is made ready first; the request is sent
+    no earlier than `not_before` (a `time.time()`), so a plan started ahead of its time by
+    the watcher's own pool reaches its target at its time, the database work already done.
 
     The target is checked again now and an absolute URL's host resolved once: the request
     connects to the address that was checked (`transport.send`)."""
@@ -103,6 +105,9 @@ def action_request(plan: Plan, life: Life) -> Outcome:
         return Outcome(None, f"refused: {BOOKING_TOKEN_GONE}", 0.0, "", final=True)
     payload, action_headers = _body_text(action)
     body = payload.encode()
+    if not_before is not None and not_before > time.time():
+        time.sleep(not_before - time.time())
+        started = time.monotonic()  # the attempt's duration counts from its request
     sent_at = timezone.now()
     # A booking header (refused at booking since) would book the call instead of making it.
     headers = [

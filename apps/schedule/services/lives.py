@@ -17,6 +17,7 @@ from apps.core.exceptions import InvalidTransition
 from apps.core.models_utils import new_hex_id
 from apps.core.queue import PLAN_EXECUTE, enqueue_on_commit
 from apps.schedule.booking import LifeSpec, life_spec_build
+from apps.schedule.delivery import WATCHER, delivery_mode
 from apps.schedule.exceptions import InvalidSchedule, PlanStarted
 from apps.schedule.models import (
     LIVING_STATES,
@@ -229,10 +230,14 @@ def life_cancel(
                     raise PlanStarted("The death action is running right now; try again shortly.")
                 life_set_state(life=life, to=LifeState.DEAD)
             elif death is not None and death.state in PENDING_PLAN_STATES:
+                # Plans delivered by watchers: a claim that ends at once, so the next poll of
+                # any watcher takes the death over (a new token) rather than wait for the
+                # task below behind the queue's gradings; whichever starts first, only one can.
+                lease = 0.0 if delivery_mode() == WATCHER else lease_seconds()
                 claim = {
                     "arm_token": token,
                     "lease_owner": "cancel",
-                    "lease_expires_at": now + dt.timedelta(seconds=lease_seconds()),
+                    "lease_expires_at": now + dt.timedelta(seconds=lease),
                     "due_at": now,
                 }
                 # Standby → Preset, or a Preset death re-armed for now (Preset → Preset).
