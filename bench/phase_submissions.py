@@ -8,8 +8,8 @@ Measures per request, p50 / p99 in milliseconds, over `BENCH_N` requests each (d
 and, with `BENCH_THREADS` (default 8) threads per user racing their first submissions for 20
 users, the teams made (must equal the users).
 
-SQLite in a temporary folder by default; `DATABASE_URL` selects PostgreSQL (a database the
-run may fill: it migrates it and leaves its rows).
+SQLite in a temporary folder by default; `DATABASE_URL` selects PostgreSQL (a database of
+its own: the run migrates it and EMPTIES it first).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ def _setup() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    call_command("flush", interactive=False, verbosity=0)
     from django.conf import settings
 
     settings.MEDIA_ROOT = folder
