@@ -22,6 +22,7 @@ from functools import partial
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.benchmarks.exceptions import NotParticipant, PhaseClosed
@@ -168,13 +169,16 @@ def _random_name(base: str) -> str:
 
 
 def phase_admission_check(candidate: AdmissionCandidate) -> None:
-    """At enqueue (inside the job's transaction, the submission row locked): PhaseClosed
-    unless the submission's phase accepts submissions now (also when the phase is gone: a
-    bundle removed it); else its entry becomes `counted`, in the job's transaction."""
-    entry = (
-        Entry.objects.select_related("phase").filter(submission_id=candidate.submission_id).first()
-    )
+    """At enqueue (inside the job's transaction, the submission row locked): the entry becomes
+    `counted` if its phase accepts submissions now — one conditional UPDATE — else
+    PhaseClosed (also when the phase is gone: a bundle removed it, and its entries with it)."""
+    now = candidate.now
+    open_now = Q(phase__start__lte=now) & (Q(phase__end__isnull=True) | Q(phase__end__gt=now))
+    entries = Entry.objects.filter(submission_id=candidate.submission_id)
+    if entries.filter(open_now).update(counted=True) == 1:
+        return
+    entry = entries.select_related("phase").first()
     if entry is None:
         raise PhaseClosed("The phase of this submission no longer exists.")
-    phase_assert_open(entry.phase, candidate.now)
-    Entry.objects.filter(pk=entry.pk).update(counted=True)
+    phase_assert_open(entry.phase, now)
+    raise PhaseClosed()  # pragma: no cover - open, yet not updated: the row lock forbids it
