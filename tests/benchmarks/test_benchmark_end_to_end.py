@@ -169,7 +169,7 @@ def test_the_example_benchmark_end_to_end(
     assert (frozen.status_code, frozen.json()["code"]) == (HTTPStatus.CONFLICT, "finals_frozen")
 
     # CSV: the same rows.
-    exported = APIClient().get(BOARD.format(phase="dev") + "?split=private&format=csv")
+    exported: Any = APIClient().get(BOARD.format(phase="dev") + "?split=private&format=csv")
     assert exported.status_code == HTTPStatus.OK
     assert exported["Content-Type"].startswith("text/csv")
     table = list(csv.DictReader(io.StringIO(b"".join(exported.streaming_content).decode())))
