@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result", default=METRICS_FILE, help="run: the file reported back")
     parser.add_argument("--env", action="append", default=[], help="run: NAME=VALUE")
     parser.add_argument("--collect", type=Path, help="run: receives the output folder")
+    parser.add_argument(
+        "--readonly-work", action="store_true", help="run: the working folder is read-only"
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     program = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
@@ -73,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             result=args.result,
             environment={name: value for name, _, value in _pairs(args.env)},
             collect=args.collect,
+            readonly_work=args.readonly_work,
         )
     body = asdict(outcome)
     body["metrics"] = (
