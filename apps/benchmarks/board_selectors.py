@@ -18,8 +18,7 @@ from functools import cached_property
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Q, QuerySet
 
 from apps.benchmarks.exceptions import LeaderboardLoginRequired, NotRevealed
 from apps.benchmarks.models import (
@@ -218,47 +217,33 @@ def _baseline_row(score: Score) -> BoardRow:
     )
 
 
-def _team_rows(bests: QuerySet[TeamBest], *, start: int, limit: int) -> tuple[list[Row], int]:
-    """Team rows [start, start + limit) in order, and the first one's rank. Past the first
-    page one query reads the key at `start` from the order index alone with the number of
-    teams strictly better than it (an index-only count on the rank index), then the rows from
-    that key on."""
+def _team_rows(bests: QuerySet[TeamBest], *, start: int, limit: int) -> list[Row]:
+    """Team rows [start, start + limit) in order: past the first page, the key at `start` is
+    read from the order index alone, then the rows from that key on."""
     if limit <= 0:
-        return [], 1
+        return []
     ordered = bests.order_by("order_key")
-    first_rank = 1
     if start > 0:
-        better = (
-            bests.filter(metric_key__lt=OuterRef("metric_key"))
-            .order_by()
-            .values("phase")
-            .annotate(n=Count("metric_key"))
-            .values("n")
-        )
-        at = list(
-            ordered.values_list("order_key", "metric_key")[start : start + 1].annotate(
-                better=Coalesce(Subquery(better), 0)
-            )
-        )
-        if not at:
-            return [], 1
-        key, _, better_count = at[0]
-        first_rank = better_count + 1
-        ordered = ordered.filter(order_key__gte=key)
+        keys = list(ordered.values_list("order_key", flat=True)[start : start + 1])
+        if not keys:
+            return []
+        ordered = ordered.filter(order_key__gte=keys[0])
     rows: list[Row] = list(ordered.values_list(*_ROW)[:limit])
-    return rows, first_rank
+    return rows
 
 
-def _ranked(rows: list[Row], start: int, first_rank: int) -> list[BoardRow]:
+def _ranked(bests: QuerySet[TeamBest], rows: list[Row], start: int) -> list[BoardRow]:
     """Rows at team positions start, start+1, ...: a row ties the one before it when their
     metric keys are equal, else its rank is its position + 1 (every team before it is
-    strictly better); the first row's rank is given."""
+    strictly better). Only the first row's rank needs a count, and only past the first row."""
     ranked: list[BoardRow] = []
     previous: str | None = None
-    rank = first_rank
+    rank = 0
     for position, row in enumerate(rows, start=start):
         metric = row[1]
-        if previous is not None and metric != previous:
+        if previous is None and position > 0:
+            rank = bests.filter(metric_key__lt=metric).count() + 1
+        elif metric != previous:
             rank = position + 1
         ranked.append(_team_row(row, rank))
         previous = metric
@@ -291,8 +276,8 @@ def board_page(*, board: Board, phase: Phase, limit: int, offset: int) -> Board:
     before = sum(1 for at in positions if at < offset)
     inside = [(at, score) for at, score in zip(positions, baselines, strict=True) if at in window]
     start = offset - before
-    team_rows, first_rank = _team_rows(bests, start=start, limit=limit - len(inside))
-    rows = _ranked(team_rows, start, first_rank)
+    team_rows = _team_rows(bests, start=start, limit=limit - len(inside))
+    rows = _ranked(bests, team_rows, start)
     for at, score in inside:
         rows.insert(at - offset, _baseline_row(score))
     board.rows = rows[:limit]
