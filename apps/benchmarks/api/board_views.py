@@ -40,7 +40,7 @@ from apps.benchmarks.services.finals import final_set
 from apps.core.api.base import ApiView
 from apps.core.api.downloads import content_disposition
 from apps.core.api.pagination import page_of
-from apps.core.api.schema import error_responses
+from apps.core.api.schema import error_response, error_responses
 
 _CSV = "text/csv"
 _JSON = "application/json"
@@ -162,6 +162,7 @@ class PhaseLeaderboardApi(ApiView):
                 _403="`not_revealed`: a hidden split before the reveal (hosts and staff "
                 "excepted); `insufficient_scope`.",
             ),
+            414: error_response(414, "`uri_too_long`: a URL over MAX_URL_LENGTH."),
         },
     )
     def get(self, request: Request, slug: str, phase: str) -> Response | StreamingHttpResponse:
