@@ -79,9 +79,10 @@ def test_links_fifos_and_odd_names_in_output_reach_the_scorer_as_plain_files_or_
     seen = read_report(entry.scoring_logs)
     kinds = dict(seen["found"])
     assert set(kinds.values()) == {"file"}  # no link, FIFO, socket or folder reached it
-    assert "predictions.csv" in kinds
+    # tar sends a hard link's second name as a link, which is left out: one copy arrives
+    assert {"predictions.csv", "hard.csv"} & set(kinds)
     assert not {"ref.csv", "refdir", "fifo.csv", "sock.csv"} & set(kinds)
-    assert seen["links"] == []  # a hard link is two separate copies, or one file
+    assert seen["links"] == []  # nothing shares an inode with anything
     assert not [name for name in kinds if "/" in name or name in (".", "..")]
 
 
@@ -94,6 +95,11 @@ open("/scores/scores.json", "w").write(json.dumps({"invalid": bad}))
 """
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: the invalid message is stored as the scorer wrote it; a lone surrogate "
+    "(SQLite and PostgreSQL) or a NUL (PostgreSQL) makes the result's write raise",
+)
 def test_a_scorer_echoing_nul_and_lone_surrogates_into_invalid_fails_cleanly(
     user: User, client_for: Any
 ) -> None:
@@ -135,9 +141,7 @@ def test_a_huge_scores_json_is_a_scoring_failure_and_not_read_whole(user: User) 
 
 
 # A host's scorer looking for everything outside its own challenge.
-ESCAPING_SCORER = (
-    REPORT
-    + """
+ESCAPING_SCORER = """
 import os, socket
 marker = {marker!r}
 found = []
@@ -173,7 +177,6 @@ report(found, network=network, env=secrets_seen, processes=len(others),
        reference=sorted(os.listdir("/reference")))
 open("/scores/scores.json", "w").write({scores!r})
 """
-)
 
 
 def test_a_scorer_finds_no_network_no_platform_and_no_other_challenges_reference(
@@ -193,7 +196,7 @@ def test_a_scorer_finds_no_network_no_platform_and_no_other_challenges_reference
 
     attacker = apply_bundle(
         host,
-        extra=scorer_replaced(ESCAPING_SCORER.format(marker=marker, scores=SCORES)),
+        extra=scorer_replaced(REPORT + ESCAPING_SCORER.format(marker=marker, scores=SCORES)),
         change=other,
     )
     submission, job = phase_submission(
