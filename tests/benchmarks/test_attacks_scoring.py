@@ -95,17 +95,13 @@ open("/scores/scores.json", "w").write(json.dumps({"invalid": bad}))
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: the invalid message is stored as the scorer wrote it; a lone surrogate "
-    "(SQLite and PostgreSQL) or a NUL (PostgreSQL) makes the result's write raise",
-)
 def test_a_scorer_echoing_nul_and_lone_surrogates_into_invalid_fails_cleanly(
     user: User, client_for: Any
 ) -> None:
     """The host may quote the predictions in its message (its choice); the participant may put
     any byte in them. The submission must still end `failed` with `invalid_predictions`, and
-    every answer about it must still render."""
+    every answer about it must still render. (Found: the message was stored as written, and a
+    lone surrogate, or a NUL on PostgreSQL, made the result's write raise in the worker.)"""
     challenge = apply_bundle(host_user(), extra=scorer_replaced(ECHOING_SCORER))
     files = {"predictions.csv": b"id,label\nx\x00y,\xff\n"}
     submission, job = phase_submission(user, phase_of(challenge, "dev"), files)
@@ -113,6 +109,7 @@ def test_a_scorer_echoing_nul_and_lone_surrogates_into_invalid_fails_cleanly(
     assert (submission.status, entry.failure) == ("failed", INVALID_PREDICTIONS)
     assert submission.status_reason.startswith("The predictions are invalid: bad row:")
     assert "\x00" not in submission.status_reason
+    assert "\ufffd" in submission.status_reason  # replaced, the rest of the message kept
     client = client_for(user)
     for url in (f"/api/submissions/{submission.pk}/", f"/api/jobs/{job.pk}/", "/api/submissions/"):
         response = client.get(url)
