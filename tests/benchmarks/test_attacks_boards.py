@@ -111,7 +111,8 @@ def test_the_public_order_and_ranks_say_nothing_of_hidden_scores(
         assert "private" not in str(body)
         text = b"".join(client.get(BOARD + "?format=csv").streaming_content).decode()
         assert text.index("early") < text.index("late")
-        assert "0.9" not in text and "0.1" not in text
+        assert "0.9" not in text
+        assert "0.1" not in text
 
 
 @pytest.mark.parametrize("caller", ["anonymous", "member", "stranger"])
@@ -157,7 +158,8 @@ def test_forged_self_call_headers_do_not_reveal(
     phase: Phase, client_for: ClientFor, caller: str
 ) -> None:
     platform_account()  # the platform's account exists, as once any reveal was booked
-    client = APIClient() if caller == "anonymous" else client_for(User.objects.get(username="member"))
+    member = User.objects.get(username="member")
+    client = APIClient() if caller == "anonymous" else client_for(member)
     for life in (FORGED["HTTP_X_SCHEDULE_LIFE_UUID"], *_platform_lives()):
         response = client.post(REVEAL, **{**FORGED, "HTTP_X_SCHEDULE_LIFE_UUID": life})
         assert response.status_code in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN)

@@ -63,10 +63,9 @@ for name in sorted(os.listdir("/predictions")):
     kinds[name] = "file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode) else "other"
 links = [n for n in kinds if os.stat(os.path.join("/predictions", n)).st_nlink > 1]
 report(sorted(kinds.items()), links=links)
-open("/scores/scores.json", "w").write(%r)
+open("/scores/scores.json", "w").write(SCORES)
 """
-    % SCORES
-)
+).replace("SCORES", repr(SCORES))
 
 
 def test_links_fifos_and_odd_names_in_output_reach_the_scorer_as_plain_files_or_not_at_all(
@@ -120,7 +119,8 @@ def test_a_scorer_echoing_nul_and_lone_surrogates_into_invalid_fails_cleanly(
 HUGE_SCORER = """
 block = " " * (1 << 20)
 with open("/scores/scores.json", "w") as out:
-    out.write('{"public": {"accuracy": 0.5, "errors": 1.0}, "private": {"accuracy": 0.5, "errors": 1.0}')
+    out.write('{"public": {"accuracy": 0.5, "errors": 1.0}, ')
+    out.write('"private": {"accuracy": 0.5, "errors": 1.0}')
     for _ in range(12):
         out.write(block)
     out.write("}")
