@@ -201,3 +201,21 @@ def test_a_person_created_with_the_platform_name_first_is_not_the_platform_accou
     account = platform_account()
     assert not account.has_usable_password()
     assert account.pk != person.pk or not person.has_usable_password()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: a person given the platform's name before its first use owns the "
+    "platform's reveal reservations and reads (and may move or cancel) them through the "
+    "schedule API",
+)
+def test_a_person_with_the_platform_name_does_not_hold_the_reveal_reservations(
+    tmp_path: Path, client_for: ClientFor
+) -> None:
+    person = make_user(username=PLATFORM_USERNAME)  # as the admin's add form makes them
+    person.set_password("a-Long-passw0rd-!")
+    person.save()
+    make_phase(tmp_path, host=grant_add_challenge(make_user(username="alice")))
+    listed = client_for(person).get("/api/schedules/")
+    assert listed.status_code == HTTPStatus.OK
+    assert "/reveal/" not in listed.content.decode()
