@@ -32,15 +32,15 @@ def _folders(**fields: str) -> Callable[[dict[str, Any]], None]:
     return change
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: a public_data folder that contains reference_data (or the scoring "
-    "program) is accepted and its zip hands the reference labels to any reader",
-)
 @pytest.mark.parametrize(
     "fields",
-    [{"public_data": "data/"}, {"public_data": "data/ref/"}],
-    ids=["around-reference", "same-folder"],
+    [
+        {"public_data": "data/"},
+        {"public_data": "data/ref/"},
+        {"public_data": "scoring/"},
+        {"public_data": "data/ref/../ref"},
+    ],
+    ids=["around-reference", "same-folder", "scoring-program", "dotted"],
 )
 def test_public_data_never_holds_the_reference_data(
     host: User,
@@ -48,24 +48,27 @@ def test_public_data_never_holds_the_reference_data(
     client_for: Callable[[User], Any],
     fields: dict[str, str],
 ) -> None:
+    """(Found: `data/` and `data/ref/` were applied and the zip held `ref/labels.csv`.)"""
     applied = apply_as(host)(bundle(_folders(**fields)))
-    if applied.status_code == HTTPStatus.BAD_REQUEST:  # refused: the platform holds
-        assert applied.json()["code"] == "invalid_bundle"
-        return
-    assert applied.status_code == HTTPStatus.CREATED, applied.json()
+    assert applied.status_code == HTTPStatus.BAD_REQUEST
+    body = applied.json()
+    assert body["code"] == "invalid_bundle"
+    assert "phases[0].public_data" in body["fields"]
     reader = client_for(make_user(username="reader"))
-    response = reader.get(PUBLIC_DATA.format(phase="dev"))
+    assert reader.get(PUBLIC_DATA.format(phase="dev")).status_code == HTTPStatus.NOT_FOUND
+
+
+def test_public_and_input_data_beside_the_reference_are_served_without_it(
+    host: User, apply_as: Callable[[User], Apply], client_for: Callable[[User], Any]
+) -> None:
+    assert apply_as(host)(bundle()).status_code == HTTPStatus.CREATED
+    response = client_for(make_user(username="reader")).get(PUBLIC_DATA.format(phase="dev"))
     assert response.status_code == HTTPStatus.OK
     data = b"".join(response.streaming_content) if response.streaming else response.content
     names = zipfile.ZipFile(io.BytesIO(data)).namelist()
-    assert not [name for name in names if name.endswith(("labels.csv", "score.py"))], names
+    assert names == ["train.csv"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: an input_data folder that contains reference_data is accepted, so a "
-    "code phase's run stage reads the reference labels at /data",
-)
 @pytest.mark.parametrize("folder", ["data/", "data/ref/"])
 def test_input_data_never_holds_the_reference_data(
     host: User, apply_as: Callable[[User], Apply], folder: str
@@ -73,9 +76,11 @@ def test_input_data_never_holds_the_reference_data(
     def change(doc: dict[str, Any]) -> None:
         doc["phases"][1]["input_data"] = folder
 
+    """(Found: both were applied; the run stage read the labels at /data.)"""
     applied = apply_as(host)(bundle(change))
     assert applied.status_code == HTTPStatus.BAD_REQUEST, "the bundle was applied"
     assert applied.json()["code"] == "invalid_bundle"
+    assert "phases[1].input_data" in applied.json()["fields"]
 
 
 @pytest.mark.parametrize("field", ["public_data", "input_data"])
