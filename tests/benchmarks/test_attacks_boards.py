@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from http import HTTPStatus
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -65,7 +66,7 @@ def test_no_spelling_of_a_hidden_split_shows_its_scores_before_the_reveal(
     if caller == "member":
         client = client_for(User.objects.get(username="member"))
     for accept in ("application/json", "text/csv", "*/*"):
-        response = client.get(f"{BOARD}?split={split}", HTTP_ACCEPT=accept)
+        response: Any = client.get(f"{BOARD}?split={split}", HTTP_ACCEPT=accept)
         text = b"".join(response.streaming_content) if response.streaming else response.content
         assert response.status_code in (HTTPStatus.OK, HTTPStatus.BAD_REQUEST, 403), text
         assert str(HIDDEN).encode() not in text
@@ -109,7 +110,8 @@ def test_the_public_order_and_ranks_say_nothing_of_hidden_scores(
             ("late", 1),
         ]
         assert "private" not in str(body)
-        text = b"".join(client.get(BOARD + "?format=csv").streaming_content).decode()
+        exported: Any = client.get(BOARD + "?format=csv")
+        text = b"".join(exported.streaming_content).decode()
         assert text.index("early") < text.index("late")
         assert "0.9" not in text
         assert "0.1" not in text
@@ -161,7 +163,8 @@ def test_forged_self_call_headers_do_not_reveal(
     member = User.objects.get(username="member")
     client = APIClient() if caller == "anonymous" else client_for(member)
     for life in (FORGED["HTTP_X_SCHEDULE_LIFE_UUID"], *_platform_lives()):
-        response = client.post(REVEAL, **{**FORGED, "HTTP_X_SCHEDULE_LIFE_UUID": life})
+        headers: dict[str, Any] = {**FORGED, "HTTP_X_SCHEDULE_LIFE_UUID": life}
+        response = client.post(REVEAL, **headers)
         assert response.status_code in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN)
     phase.refresh_from_db()
     assert phase.revealed_at is None
