@@ -116,17 +116,6 @@ def _folder(archive: BundleArchive, raw: str | None, path: str, errors: _Errors)
     return folder
 
 
-def _secret_folders_apart(folders: dict[str, str], at: str, errors: _Errors) -> None:
-    """What participants read (`public_data`, and `input_data` at /data in the run stage)
-    neither holds nor lies inside the reference data or the scoring program: one folder line
-    (`public_data: data/` around `data/ref/`) would hand them the secrets."""
-    for shown in ("public_data", "input_data"):
-        for secret in ("reference_data", "scoring_program"):
-            a, b = folders[shown], folders[secret]
-            if a and b and (a.startswith(b) or b.startswith(a)):
-                errors.add(f"{at}.{shown}", f"must not hold or lie inside {secret} ({b})")
-
-
 def _phase(archive: BundleArchive, raw: dict[str, Any], at: str, errors: _Errors) -> PhaseConfig:
     start = _time(raw["start"], f"{at}.start", errors)
     end = None if raw.get("end") is None else _time(raw["end"], f"{at}.end", errors)
@@ -136,7 +125,6 @@ def _phase(archive: BundleArchive, raw: dict[str, Any], at: str, errors: _Errors
         name: _folder(archive, raw.get(name), f"{at}.{name}", errors)
         for name in ("input_data", "public_data", "reference_data", "scoring_program")
     }
-    _secret_folders_apart(folders, at, errors)
     entrypoint = str(raw["scoring_entrypoint"])
     if folders["scoring_program"]:
         if member_problem(entrypoint) is not None:
