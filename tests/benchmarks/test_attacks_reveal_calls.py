@@ -51,5 +51,6 @@ def test_a_participants_own_reservation_of_the_reveal_path_reveals_nothing(
     assert plan.state == PlanState.FAILED
     phase.refresh_from_db()
     assert phase.revealed_at is None
+    assert phase.end is not None
     assert timezone.now() < phase.end - dt.timedelta(days=1)  # the phase's time is far off
     assert Phase.objects.filter(revealed_at__isnull=False).count() == 0
