@@ -48,11 +48,21 @@ def phase_run_failed(plan: ScoringPlan, run: StageOutcome, *, timeout: float) ->
     )
 
 
+def storable_text(text: str) -> str:
+    """`text` as every database stores it and every answer renders it: NUL (which PostgreSQL
+    refuses) and lone surrogates (which no UTF-8 encoder takes; JSON's `\\ud800` makes them)
+    become U+FFFD. A scorer may quote a participant's bytes in its message."""
+    return "".join(
+        "\ufffd" if char == "\x00" or "\ud800" <= char <= "\udfff" else char for char in text
+    )
+
+
 def phase_invalid(plan: ScoringPlan, message: str, *, logs: str = "") -> GradingResult:
-    """The predictions cannot be judged (the participant's fault), `message` shown to them."""
+    """The predictions cannot be judged (the participant's fault), `message` shown to them
+    (NUL and lone surrogates replaced)."""
     return GradingResult(
         outcome="failed",
-        reason=f"The predictions are invalid: {message[:MAX_INVALID_MESSAGE]}",
+        reason=f"The predictions are invalid: {storable_text(message[:MAX_INVALID_MESSAGE])}",
         logs=logs,
         phase=PhaseOutcome(version=plan.version, failure=INVALID_PREDICTIONS),
     )
