@@ -12,14 +12,26 @@ from django.db import IntegrityError, transaction
 PLATFORM_USERNAME = "yoyaku-platform"
 
 
+class PlatformAccountTaken(RuntimeError):
+    """The reserved name is held by an account a person could use (a usable password, staff
+    or superuser rights): the platform never adopts it."""
+
+
 def platform_account() -> AbstractBaseUser:
     """The platform's account, created on first use: active (the platform's own signed calls
     run as it), no usable password and no staff rights, so nobody can sign in as it and it
     may do only what a view grants it by name. Safe under concurrent first uses (the unique
-    username decides)."""
+    username decides). Raises PlatformAccountTaken when an account of that name exists that
+    a person could sign in with or that has staff rights (made before the platform's first
+    use, or changed since): the platform books nothing as it, and says so in the log."""
     users = get_user_model()
     account = users.objects.filter(username=PLATFORM_USERNAME).first()
     if account is not None:
+        if account.has_usable_password() or account.is_staff or account.is_superuser:
+            raise PlatformAccountTaken(
+                f"The account {PLATFORM_USERNAME!r} has a usable password or staff rights: "
+                "the platform does not use it. Rename that account; the name is reserved."
+            )
         return account
     try:
         with transaction.atomic():

@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from apps.benchmarks.models import Phase
-from apps.core.accounts import PLATFORM_USERNAME, platform_account
+from apps.core.accounts import PLATFORM_USERNAME, PlatformAccountTaken, platform_account
 from tests.benchmarks.boards import BOARD, acc, make_phase, make_team, scored
 from tests.benchmarks.bundles import grant_add_challenge
 from tests.factories.users import make_user
@@ -176,12 +176,6 @@ def _platform_lives() -> list[str]:
     return [life.life_uuid for life in Life.objects.filter(owner__username=PLATFORM_USERNAME)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: platform_account() adopts any existing user named yoyaku-platform, with "
-    "its password and its rights (an operator creating that person first makes them the "
-    "platform's own account)",
-)
 def test_a_person_created_with_the_platform_name_first_is_not_the_platform_account(
     client_for: ClientFor,
 ) -> None:
@@ -201,17 +195,12 @@ def test_a_person_created_with_the_platform_name_first_is_not_the_platform_accou
     if person is None:  # the admin refused the name: the platform holds
         assert response.status_code == HTTPStatus.OK
         return
-    account = platform_account()
-    assert not account.has_usable_password()
-    assert account.pk != person.pk or not person.has_usable_password()
+    # A person with the name and a password is never adopted as the platform's account.
+    assert person.has_usable_password()
+    with pytest.raises(PlatformAccountTaken):
+        platform_account()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: a person given the platform's name before its first use owns the "
-    "platform's reveal reservations and reads (and may move or cancel) them through the "
-    "schedule API",
-)
 def test_a_person_with_the_platform_name_does_not_hold_the_reveal_reservations(
     tmp_path: Path, client_for: ClientFor
 ) -> None:

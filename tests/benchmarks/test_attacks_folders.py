@@ -32,11 +32,6 @@ def _folders(**fields: str) -> Callable[[dict[str, Any]], None]:
     return change
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: a public_data folder that holds or is the reference data or the scoring "
-    "program is applied, and its zip hands them to any reader",
-)
 @pytest.mark.parametrize(
     "fields",
     [
@@ -73,11 +68,6 @@ def test_public_and_input_data_beside_the_reference_are_served_without_it(
     assert names == ["train.csv"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: an input_data folder that holds or is the reference data is applied, "
-    "so a code phase's run stage reads the reference labels at /data",
-)
 @pytest.mark.parametrize("folder", ["data/", "data/ref/"])
 def test_input_data_never_holds_the_reference_data(
     host: User, apply_as: Callable[[User], Apply], folder: str

@@ -35,9 +35,13 @@ def _names_in_rows() -> set[str]:
     )
 
 
+# A second reference folder: a bundle naming it changes every phase's reference data.
+SECOND_REFERENCE = {"data/ref2/labels.csv": b"id,label,split\ns0,1,public\n"}
+
+
 def _new_reference(document: dict[str, Any]) -> None:
     for phase in document["phases"]:
-        phase["reference_data"] = "data/public/"
+        phase["reference_data"] = "data/ref2/"
 
 
 def _drop_code_phase(document: dict[str, Any]) -> None:
@@ -54,7 +58,7 @@ def _sweep_scenario(host: User, apply_as: Callable[[User], Apply], settings: Any
     apply = apply_as(host)
     assert apply(bundle()).status_code == HTTPStatus.CREATED
     # New reference data: version 2 of both phases; the first bundle stays, named by version 1.
-    assert apply(bundle(_new_reference)).status_code == HTTPStatus.OK
+    assert apply(bundle(_new_reference, extra=SECOND_REFERENCE)).status_code == HTTPStatus.OK
     live = _names_in_rows()
     assert len(live) == 2
     assert stored_bundles() == live
@@ -105,9 +109,15 @@ def test_a_bundle_only_a_removed_phase_named_is_swept_and_no_other(
 
     assert apply(bundle()).status_code == HTTPStatus.CREATED
     first = Challenge.objects.get().bundle_file
-    assert apply(bundle(code_reference("data/public/"))).status_code == HTTPStatus.OK
+    assert (
+        apply(bundle(code_reference("data/ref2/"), extra=SECOND_REFERENCE)).status_code
+        == HTTPStatus.OK
+    )
     second = Challenge.objects.get().bundle_file
-    assert apply(bundle(code_reference("data/inputs/"))).status_code == HTTPStatus.OK
+    assert (
+        apply(bundle(code_reference("data/ref3/"), extra={"data/ref3/l.csv": b"id\n"})).status_code
+        == HTTPStatus.OK
+    )
     assert apply(bundle(_drop_code_phase)).status_code == HTTPStatus.OK
     current = Challenge.objects.get().bundle_file
     assert _names_in_rows() == {first, current}

@@ -117,10 +117,13 @@ def test_bundle_of_a_killed_apply_is_swept_live_and_in_flight_ones_stay(
     port, web = start_gunicorn(start_process, "web", 1, **web_env)
 
     def changed(document: dict[str, Any]) -> None:
-        document["phases"][0]["reference_data"] = "data/public/"
+        document["phases"][0]["reference_data"] = "data/ref2/"
 
     assert post_bundle(port, token, bundle())[0] == HTTPStatus.CREATED
-    assert post_bundle(port, token, bundle(changed))[0] == HTTPStatus.OK
+    assert (
+        post_bundle(port, token, bundle(changed, extra={"data/ref2/labels.csv": b"id\n"}))[0]
+        == HTTPStatus.OK
+    )
     live = _named()
     assert len(live) == 2
     assert stored_bundles() == live

@@ -214,6 +214,36 @@ def _manifest_bytes(archive: BundleArchive) -> bytes:
     return archive.read(MANIFEST, max_bytes=MAX_MANIFEST_BYTES, field="challenge.yaml")
 
 
+def _overlap(a: str, b: str) -> bool:
+    """Two normalized folders ("x/y/") of which one holds the other (or they are one)."""
+    return bool(a and b) and (a.startswith(b) or b.startswith(a))
+
+
+def _secret_folders_apart(phases: list[PhaseConfig], description: Any, errors: _Errors) -> None:
+    """What participants read (every phase's public data, the input data a code phase's
+    program reads at /data, the description) never holds, or sits inside, any phase's
+    reference data or scoring program: one bundle line must not hand them out."""
+    secrets = [
+        (f"phases[{j}].{name}", getattr(phase, name))
+        for j, phase in enumerate(phases)
+        for name in ("reference_data", "scoring_program")
+    ]
+    for i, phase in enumerate(phases):
+        for name in ("public_data", "input_data"):
+            for where, secret in secrets:
+                if _overlap(getattr(phase, name), secret):
+                    errors.add(
+                        f"phases[{i}].{name}",
+                        f"must be apart from the folder of {where} ({secret}): participants "
+                        "read this folder",
+                    )
+    if isinstance(description, str):
+        name = folder_normalize(description).rstrip("/")
+        for where, secret in secrets:
+            if secret and name.startswith(secret):
+                errors.add("description", f"must not be inside {where} ({secret})")
+
+
 def bundle_config(archive: BundleArchive, *, uploader: str) -> ChallengeConfig:
     """The challenge `archive` describes; InvalidBundle with every problem by YAML path."""
     document = manifest_load(_manifest_bytes(archive))
@@ -240,6 +270,7 @@ def bundle_config(archive: BundleArchive, *, uploader: str) -> ChallengeConfig:
         if phase.slug in [p.slug for p in phases]:
             errors.add(f"phases[{index}].slug", f"{phase.slug} is named twice")
         phases.append(phase)
+    _secret_folders_apart(phases, document.get("description"), errors)
     hosts = sorted({*document.get("hosts", []), uploader})
     known = set(
         get_user_model().objects.filter(username__in=hosts).values_list("username", flat=True)

@@ -16,6 +16,7 @@ Lock order: the package's. A per-path row of `ScheduleResource` (never a Life's
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -23,7 +24,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from apps.core.accounts import platform_account
+from apps.core.accounts import PlatformAccountTaken, platform_account
 from apps.core.models_utils import new_hex_id
 from apps.schedule.booking import LifeSpec, life_spec_build
 from apps.schedule.models import (
@@ -37,6 +38,8 @@ from apps.schedule.models import (
 )
 from apps.schedule.services.booking import guard_band, resource_lock
 from apps.schedule.services.plans import life_set_state, plan_set_state, plans_locked
+
+logger = logging.getLogger(__name__)
 
 #: A failed call (5xx, 599: the web process restarting) is retried this often, this far apart.
 RETRY_COUNT = 5
@@ -137,6 +140,17 @@ def _life_cancel(*, life: Life, birth: Plan, now: dt.datetime) -> None:
     life_set_state(life=life, to=LifeState.STILLBIRTH)
 
 
+def _platform_owner() -> Any:
+    """The platform's account, or None (logged) when its reserved name is held by an account
+    a person could use: nothing is booked, moved or accepted as the platform's call then; the
+    overdue check still reveals late."""
+    try:
+        return platform_account()
+    except PlatformAccountTaken:
+        logger.exception("schedule: the platform's reservations are off")
+        return None
+
+
 def platform_reservation_set(
     *, path: str, at: dt.datetime | None, now: dt.datetime | None = None
 ) -> Life | None:
@@ -149,7 +163,9 @@ def platform_reservation_set(
     path's lock row, then its pending Lives and their plans.
     """
     now = now or timezone.now()
-    owner = platform_account()
+    owner = _platform_owner()
+    if owner is None:
+        return None
     spec = None if at is None else _spec(path, at)
     with transaction.atomic():
         resource_lock(_lock_name(path))
@@ -173,7 +189,9 @@ def platform_reservation_set(
 
 def platform_reservations(*, prefix: str) -> dict[str, dt.datetime]:
     """The platform's pending reservations whose path starts with `prefix`: path → time."""
-    owner = platform_account()
+    owner = _platform_owner()
+    if owner is None:
+        return {}
     rows = _pending(owner_id=owner.pk, prefix=prefix).values_list("birth_action", "birth_time")
     return {str(action["path"]): time for action, time in rows}
 
@@ -184,8 +202,8 @@ def platform_call(*, user: Any, auth: Any, path: str) -> bool:
     plan of a Life that the platform's account owns and whose action is this very path."""
     if not isinstance(auth, Plan) or auth.state != PlanState.RUNNING:
         return False
-    account = platform_account()
-    return bool(
+    account = _platform_owner()
+    return account is not None and bool(
         getattr(user, "pk", None) == account.pk
         and auth.life.owner_id == account.pk
         and auth.action.get("path") == path
