@@ -11,7 +11,8 @@ these functions into their registries:
   Its `on_created` writes the `Entry` in the submission's own transaction, with the
   submitter's team (a team of one named after them when they have none).
 - `phase_admission_check` — a check of `POST /api/jobs/` (`apps.jobs.admission_checks`):
-  `phase_closed` outside `[start, end)`, else the entry becomes `counted`.
+  `phase_closed` outside `[start, end)`, then the team limits (`phase_limit_exceeded`,
+  `apps.benchmarks.services.phase_limits`), else the entry becomes `counted`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from apps.benchmarks.models import (
     TeamMember,
 )
 from apps.benchmarks.selectors import challenge_get_seen, participant_get
+from apps.benchmarks.services.phase_limits import phase_limits_admit
 from apps.core.exceptions import NotFound
 from apps.jobs.admission_checks import AdmissionCandidate
 from apps.submissions.contexts import SubmissionContext
@@ -170,11 +172,28 @@ def _random_name(base: str) -> str:
 def phase_admission_check(candidate: AdmissionCandidate) -> None:
     """At enqueue (inside the job's transaction, the submission row locked): PhaseClosed
     unless the submission's phase accepts submissions now (also when the phase is gone: a
-    bundle removed it); else its entry becomes `counted`, in the job's transaction."""
+    bundle removed it); else the team limits (`phase_limits_admit`: PhaseLimitExceeded), and
+    the entry becomes `counted`, in the job's transaction.
+
+    The entry counts for the submitter's team at enqueue (a team of one when they have none
+    now): a draft made in a team they left does not spend that team's limits. Locks that team's
+    row FIRST (the user's quota row comes after, in the jobs admission); the membership is read
+    again under the lock, since a leave may have committed in between."""
     entry = (
-        Entry.objects.select_related("phase").filter(submission_id=candidate.submission_id).first()
+        Entry.objects.select_related("phase", "phase__challenge")
+        .filter(submission_id=candidate.submission_id)
+        .first()
     )
     if entry is None:
         raise PhaseClosed("The phase of this submission no longer exists.")
     phase_assert_open(entry.phase, candidate.now)
-    Entry.objects.filter(pk=entry.pk).update(counted=True)
+    for _attempt in range(_NAME_ATTEMPTS):
+        team = team_for_submitter(challenge=entry.phase.challenge, user=candidate.user)
+        locked = Team.objects.select_for_update(of=("self",)).filter(pk=team.pk).first()
+        if (
+            locked is not None
+            and TeamMember.objects.filter(team=locked, user_id=candidate.user.pk).exists()
+        ):
+            phase_limits_admit(entry=entry, team=locked, now=candidate.now)
+            return
+    raise PhaseClosed("Your team changed while this submission was enqueued; try again.")

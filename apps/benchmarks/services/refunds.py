@@ -1,0 +1,47 @@
+"""Refunds (SPEC §11.4): a phase submission stops counting against its team's limits when
+it failed through no fault of the participant. Each is written where its transition is, in
+the same transaction, through the hooks the lower apps call:
+
+- `cancelled` — its job was cancelled before grading started (`apps.jobs.cancel_hooks`);
+- `worker_lost` — the worker was lost `GRADING_MAX_ATTEMPTS` times (`apps.grading.fault_hooks`);
+- `scoring_failed` — the scorer failed, or the platform could not run it (the grader refused
+  or raised): recorded with the result (`entry_outcome_record`).
+
+A participant's own failure (crash, timeout, a limit, `no_predictions`,
+`invalid_predictions`) is never refunded. A refund is one conditional UPDATE of a counted
+entry: idempotent, and counted once in the metrics.
+"""
+
+from __future__ import annotations
+
+from apps.benchmarks.metrics import phase_refunded_on_commit
+from apps.benchmarks.models import Entry
+
+CANCELLED = "cancelled"
+WORKER_LOST = "worker_lost"
+SCORING_FAILED = "scoring_failed"
+
+
+def entry_refund(*, submission_id: str, reason: str) -> bool:
+    """Stop counting the submission's entry (`counted=False`, `refund_reason`); False when it
+    is not a counted phase entry. Call inside the transition's transaction."""
+    refunded = (
+        Entry.objects.filter(submission_id=submission_id, counted=True).update(
+            counted=False, refund_reason=reason
+        )
+        == 1
+    )
+    if refunded:
+        phase_refunded_on_commit(reason=reason)
+    return refunded
+
+
+def entry_refund_on_cancel(*, submission_id: str, started: bool) -> None:
+    """The jobs app's cancel hook: refunded only when grading had not started."""
+    if not started:
+        entry_refund(submission_id=submission_id, reason=CANCELLED)
+
+
+def entry_refund_on_fault(*, submission_id: str, fault: str) -> None:
+    """The grading app's platform-fault hook (`worker_lost`)."""
+    entry_refund(submission_id=submission_id, reason=fault)
