@@ -59,11 +59,12 @@ class RaisingGrader:
 
 def _challenge(*, extra: dict[str, bytes] | None = None) -> Challenge:
     """The example with each phase limited to one submission in total per team."""
-    return apply_bundle(
-        host_user(),
-        extra=extra,
-        change=lambda d: [phase_limits(p["slug"], total=1)(d) for p in d["phases"]],
-    )
+
+    def limited(document: dict[str, Any]) -> None:
+        for phase in document["phases"]:
+            phase_limits(phase["slug"], total=1)(document)
+
+    return apply_bundle(host_user(), extra=extra, change=limited)
 
 
 def _draft(user: User, phase: Phase, files: dict[str, bytes]) -> Submission:

@@ -9,13 +9,16 @@ the same transaction, through the hooks the lower apps call:
 
 A participant's own failure (crash, timeout, a limit, `no_predictions`,
 `invalid_predictions`) is never refunded. A refund is one conditional UPDATE of a counted
-entry: idempotent, and counted once in the metrics.
+entry: idempotent, and counted once in the metrics. An entry that still holds scores of an
+earlier grading has its team's leaderboard rows rebuilt (`team_best_refresh`, which locks the
+team row: after the submission's, as everywhere).
 """
 
 from __future__ import annotations
 
 from apps.benchmarks.metrics import phase_refunded_on_commit
-from apps.benchmarks.models import Entry
+from apps.benchmarks.models import Entry, Score
+from apps.benchmarks.services.team_best import team_best_refresh
 
 CANCELLED = "cancelled"
 WORKER_LOST = "worker_lost"
@@ -33,6 +36,10 @@ def entry_refund(*, submission_id: str, reason: str) -> bool:
     )
     if refunded:
         phase_refunded_on_commit(reason=reason)
+        entry = Entry.objects.filter(pk=submission_id).values("phase_id", "team_id").first()
+        if entry is not None and Score.objects.filter(entry_id=submission_id).exists():
+            # Scores of an earlier grading (a regrade): the team's rows must forget them.
+            team_best_refresh(phase_id=entry["phase_id"], team_id=entry["team_id"])
     return refunded
 
 
