@@ -34,6 +34,7 @@ from tests.benchmarks.scoring import (
 )
 from tests.factories.submissions import add_file
 from tests.grading.conftest import sandbox_settings  # noqa: F401 - the fixture
+from tests.metrics import scrape
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,7 +101,8 @@ def _next_is_refused(user: User, phase: Phase, files: dict[str, bytes]) -> None:
         job_submit(user=user, submission_id=submission.pk)
 
 
-def test_a_cancelled_queued_job_is_refunded(user: User) -> None:
+def test_a_cancelled_queued_job_is_refunded(user: User, settings: Any) -> None:
+    before = scrape(settings).value("yoyaku_phase_refunds_total", reason="cancelled")
     phase = phase_of(_challenge(), "dev")
     submission, job = _enqueued(user, phase, PREDICTIONS)
     _next_is_refused(user, phase, PREDICTIONS)
@@ -109,6 +111,9 @@ def test_a_cancelled_queued_job_is_refunded(user: User) -> None:
 
     assert _entry(submission) == (False, "cancelled")
     _next_is_admitted(user, phase, PREDICTIONS)
+    assert scrape(settings).value("yoyaku_phase_refunds_total", reason="cancelled") - before == 1
+    job_cancel(job_id=job.pk, user=user)  # again: nothing more is refunded
+    assert scrape(settings).value("yoyaku_phase_refunds_total", reason="cancelled") - before == 1
 
 
 def test_a_job_cancelled_while_grading_still_counts(user: User) -> None:

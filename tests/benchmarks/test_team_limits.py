@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from http import HTTPStatus
+from typing import Any
 
 import pytest
 import time_machine
@@ -23,11 +24,13 @@ from tests.benchmarks.phases import (
 )
 from tests.benchmarks.teams import enqueued, team_join, team_made
 from tests.factories.users import make_user
+from tests.metrics import scrape
 
 pytestmark = pytest.mark.django_db
 Clients = Callable[[User], APIClient]
 NOON = dt.datetime(2026, 11, 28, 12, 0, tzinfo=dt.UTC)
 ME = "/api/challenges/digits/phases/dev/me/"
+REFUSALS = "yoyaku_phase_limit_refusals_total"
 
 
 def _participant(client_for: Clients, name: str) -> APIClient:
@@ -45,7 +48,10 @@ def _grants_url(team_id: str) -> str:
 
 
 @time_machine.travel(NOON, tick=False)
-def test_per_day_refusal_tells_the_limit_and_when_it_resets(client_for: Clients) -> None:
+def test_per_day_refusal_tells_the_limit_and_when_it_resets(
+    client_for: Clients, settings: Any
+) -> None:
+    before = scrape(settings).value(REFUSALS, limit="per_day")
     apply_challenge(client_for(make_host()), phase_limits("dev", per_day=1))
     ann = _participant(client_for, "ann")
     assert _submit(ann).status_code == HTTPStatus.CREATED  # type: ignore[attr-defined]
@@ -58,6 +64,7 @@ def test_per_day_refusal_tells_the_limit_and_when_it_resets(client_for: Clients)
     assert response["Retry-After"] == str(12 * 3600)  # type: ignore[index]
     # The submission stays a draft: nothing was counted.
     assert Entry.objects.filter(counted=True).count() == 1
+    assert scrape(settings).value(REFUSALS, limit="per_day") - before == 1
 
 
 def test_the_day_is_the_utc_calendar_day(client_for: Clients) -> None:
