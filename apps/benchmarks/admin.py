@@ -21,6 +21,7 @@ from apps.benchmarks.models import (
     Split,
     Team,
     TeamBest,
+    TeamGrant,
     TeamMember,
 )
 
@@ -183,4 +184,15 @@ class TeamBestAdmin(ServiceWrittenMixin, admin.ModelAdmin[TeamBest]):
     list_select_related = ("phase", "team", "score")
     search_fields = ("phase__challenge__slug", "team__name")
     fields = ("phase", "version", "split", "team", "score", "metric_key", "order_key")
+    readonly_fields = fields
+
+
+@admin.register(TeamGrant)
+class TeamGrantAdmin(ServiceWrittenMixin, admin.ModelAdmin[TeamGrant]):
+    """Hosts' grants of extra submissions (made through the API, with who and why)."""
+
+    list_display = ("team", "phase", "limit", "extra", "day", "granted_by", "created_at")
+    list_select_related = ("team", "phase", "granted_by")
+    search_fields = ("team__name", "phase__slug", "reason")
+    fields = ("team", "phase", "limit", "extra", "day", "reason", "granted_by", "created_at")
     readonly_fields = fields

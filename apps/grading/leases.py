@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from apps.core.exceptions import InvalidTransition
 from apps.core.logcontext import log_bind
+from apps.grading.fault_hooks import WORKER_LOST, platform_fault_hooks_run
 from apps.grading.grader import GradingFile, GradingRequest
 from apps.grading.metrics import grading_attempt_started, grading_ended, grading_skipped
 from apps.grading.models import GRADING_ATTEMPT_TRANSITIONS, GradingAttempt, GradingOutcome
@@ -211,6 +212,7 @@ def _lease_exhaust(*, job: Job) -> None:
     )
     submission_lease_exhausted(submission=submission, reason=reason)
     _finish_job(job=job, to=JobStatus.FAILED, error=reason)
+    platform_fault_hooks_run(submission_id=submission.pk, fault=WORKER_LOST)
     logger.warning("grading: submission %s failed: %s", submission.pk, reason)
     transaction.on_commit(functools.partial(grading_ended, outcome="exhausted"))
 

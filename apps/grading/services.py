@@ -25,6 +25,8 @@ from apps.grading.leases import (
     grading_result_record,
 )
 from apps.grading.metrics import grading_ended
+from apps.grading.phase_results import phase_scoring_failed
+from apps.grading.phases import phase_plan_get
 from apps.grading.queueing import grading_enqueue
 from apps.grading.results import GradingResult, result_checked
 from apps.jobs.services import job_logs_sink
@@ -80,6 +82,20 @@ def grading_run(*, job_id: str) -> str:
         return outcome
 
 
+def _grader_raised(*, submission_id: str, exc: Exception) -> GradingResult:
+    """The result of a grader that raised: the platform could not run the submission. A phase
+    submission fails `scoring_failed` (a platform fault, refunded; hosts read why)."""
+    why = f"The grader raised {type(exc).__name__}: {exc}"
+    try:
+        plan = phase_plan_get(submission_id=submission_id)
+    except Exception:
+        logger.exception("grading: no scoring plan for submission %s", submission_id)
+        plan = None
+    if plan is not None:
+        return phase_scoring_failed(plan, why, logs="")
+    return GradingResult(outcome=SubmissionStatus.FAILED.value, reason=why)
+
+
 def _grading_run(*, job_id: str) -> str:
     if worker_stopping():
         # Delivered to a worker that is stopping: back to the queue for the next one.
@@ -104,10 +120,7 @@ def _grading_run(*, job_id: str) -> str:
         pass  # given back below, once the keeper no longer renews the lease
     except Exception as exc:
         logger.exception("grading: the grader raised on submission %s", lease.submission_id)
-        result = GradingResult(
-            outcome=SubmissionStatus.FAILED.value,
-            reason=f"The grader raised {type(exc).__name__}: {exc}",
-        )
+        result = _grader_raised(submission_id=lease.submission_id, exc=exc)
     finally:
         if keeper is not None:
             keeper.stop()

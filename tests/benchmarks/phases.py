@@ -92,3 +92,17 @@ def submit_to_phase(
 
 def enqueue(client: APIClient, submission_id: str, **body: Any) -> Any:
     return client.post("/api/jobs/", {"submission_id": submission_id, **body}, format="json")
+
+
+def phase_limits(slug: str, **limits: int) -> Change:
+    """A manifest change: phase `slug`'s team limits are exactly `limits` (none: unlimited)."""
+
+    def change(document: dict[str, Any]) -> None:
+        for phase in document["phases"]:
+            if phase["slug"] == slug:
+                if limits:
+                    phase["limits"] = dict(limits)
+                else:
+                    phase.pop("limits", None)
+
+    return change

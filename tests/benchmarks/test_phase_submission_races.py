@@ -14,7 +14,13 @@ from rest_framework.test import APIClient
 
 from apps.benchmarks.models import Challenge, Entry, Team, TeamMember
 from apps.benchmarks.services.phase_submissions import team_for_submitter
-from tests.benchmarks.phases import apply_challenge, make_host, participate, submit_to_phase
+from tests.benchmarks.phases import (
+    apply_challenge,
+    make_host,
+    participate,
+    phase_limits,
+    submit_to_phase,
+)
 from tests.concurrency import run_concurrently
 from tests.factories.users import make_user
 
@@ -67,7 +73,7 @@ def test_the_membership_constraint_decides_between_racing_first_teams(
 
 
 def test_concurrent_enqueues_count_every_phase_submission_once(client_for: Clients) -> None:
-    apply_challenge(client_for(make_host()))
+    apply_challenge(client_for(make_host()), phase_limits("dev"))
     pat = make_user(username="pat")
     client = client_for(pat)
     participate(client)

@@ -6,6 +6,14 @@ from apps.benchmarks.api.board_views import (
     SubmissionFinalApi,
 )
 from apps.benchmarks.api.reveal import PhaseRevealApi
+from apps.benchmarks.api.teams import (
+    PhaseMineApi,
+    TeamCreateApi,
+    TeamGrantsApi,
+    TeamJoinApi,
+    TeamLeaveApi,
+    TeamMineApi,
+)
 from apps.benchmarks.api.views import (
     ChallengeDetailApi,
     ChallengeListApi,
@@ -51,5 +59,27 @@ urlpatterns: list[URLPattern | URLResolver] = [
         "challenges/<slug:slug>/phases/<slug:phase>/reveal/",
         PhaseRevealApi.as_view(),
         name="challenge-phase-reveal",
+    ),
+]
+
+# Teams, grants and a team's view of a phase (SPEC §11.4).
+urlpatterns += [
+    path("challenges/<slug:slug>/teams/", TeamCreateApi.as_view(), name="challenge-teams"),
+    path("challenges/<slug:slug>/teams/join/", TeamJoinApi.as_view(), name="challenge-team-join"),
+    path("challenges/<slug:slug>/teams/mine/", TeamMineApi.as_view(), name="challenge-team-mine"),
+    path(
+        "challenges/<slug:slug>/teams/<hexid:team_id>/leave/",
+        TeamLeaveApi.as_view(),
+        name="challenge-team-leave",
+    ),
+    path(
+        "challenges/<slug:slug>/teams/<hexid:team_id>/grants/",
+        TeamGrantsApi.as_view(),
+        name="challenge-team-grants",
+    ),
+    path(
+        "challenges/<slug:slug>/phases/<slug:phase>/me/",
+        PhaseMineApi.as_view(),
+        name="challenge-phase-me",
     ),
 ]

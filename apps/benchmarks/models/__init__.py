@@ -1,5 +1,6 @@
 """The benchmarks app's tables: challenges as bundles describe them (`challenges`), teams
-(`teams`), phase submissions and their scores (`scores`)."""
+(`teams`), hosts' grants of extra submissions (`grants`), phase submissions and their scores
+(`scores`)."""
 
 from apps.benchmarks.models.challenges import (
     Baseline,
@@ -17,6 +18,7 @@ from apps.benchmarks.models.challenges import (
     Split,
     Visibility,
 )
+from apps.benchmarks.models.grants import GrantLimit, TeamGrant
 from apps.benchmarks.models.scores import Entry, Score, TeamBest
 from apps.benchmarks.models.teams import Team, TeamMember
 
@@ -26,6 +28,7 @@ __all__ = [
     "ChallengeHost",
     "Direction",
     "Entry",
+    "GrantLimit",
     "Metric",
     "Participant",
     "ParticipantStatus",
@@ -38,6 +41,7 @@ __all__ = [
     "Split",
     "Team",
     "TeamBest",
+    "TeamGrant",
     "TeamMember",
     "Visibility",
 ]

@@ -33,6 +33,8 @@ class Entry(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="phase_entries"
     )
     counted = models.BooleanField(default=False)
+    # When the entry was last counted (its enqueue): the UTC day its per_day use falls on.
+    counted_at = models.DateTimeField(null=True, blank=True)
     refund_reason = models.CharField(max_length=40, blank=True, default="")
     final = models.BooleanField(default=False)
     # Why scoring failed, when it did: `no_predictions`, `invalid_predictions` (the

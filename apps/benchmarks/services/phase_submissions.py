@@ -11,7 +11,8 @@ these functions into their registries:
   Its `on_created` writes the `Entry` in the submission's own transaction, with the
   submitter's team (a team of one named after them when they have none).
 - `phase_admission_check` — a check of `POST /api/jobs/` (`apps.jobs.admission_checks`):
-  `phase_closed` outside `[start, end)`, else the entry becomes `counted`.
+  `phase_closed` outside `[start, end)`, then the team limits (`phase_limit_exceeded`,
+  `apps.benchmarks.services.phase_limits`), else the entry becomes `counted`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from functools import partial
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from apps.benchmarks.exceptions import NotParticipant, PhaseClosed
@@ -36,6 +36,7 @@ from apps.benchmarks.models import (
     TeamMember,
 )
 from apps.benchmarks.selectors import challenge_get_seen, participant_get
+from apps.benchmarks.services.phase_limits import phase_limits_admit
 from apps.core.exceptions import NotFound
 from apps.jobs.admission_checks import AdmissionCandidate
 from apps.submissions.contexts import SubmissionContext
@@ -169,16 +170,30 @@ def _random_name(base: str) -> str:
 
 
 def phase_admission_check(candidate: AdmissionCandidate) -> None:
-    """At enqueue (inside the job's transaction, the submission row locked): the entry becomes
-    `counted` if its phase accepts submissions now — one conditional UPDATE — else
-    PhaseClosed (also when the phase is gone: a bundle removed it, and its entries with it)."""
-    now = candidate.now
-    open_now = Q(phase__start__lte=now) & (Q(phase__end__isnull=True) | Q(phase__end__gt=now))
-    entries = Entry.objects.filter(submission_id=candidate.submission_id)
-    if entries.filter(open_now).update(counted=True) == 1:
-        return
-    entry = entries.select_related("phase").first()
+    """At enqueue (inside the job's transaction, the submission row locked): PhaseClosed
+    unless the submission's phase accepts submissions now (also when the phase is gone: a
+    bundle removed it); else the team limits (`phase_limits_admit`: PhaseLimitExceeded), and
+    the entry becomes `counted`, in the job's transaction.
+
+    The entry counts for the submitter's team at enqueue (a team of one when they have none
+    now): a draft made in a team they left does not spend that team's limits. Locks that team's
+    row FIRST (the user's quota row comes after, in the jobs admission); the membership is read
+    again under the lock, since a leave may have committed in between."""
+    entry = (
+        Entry.objects.select_related("phase", "phase__challenge")
+        .filter(submission_id=candidate.submission_id)
+        .first()
+    )
     if entry is None:
         raise PhaseClosed("The phase of this submission no longer exists.")
-    phase_assert_open(entry.phase, now)
-    raise PhaseClosed()  # pragma: no cover - open, yet not updated: the row lock forbids it
+    phase_assert_open(entry.phase, candidate.now)
+    for _attempt in range(_NAME_ATTEMPTS):
+        team = team_for_submitter(challenge=entry.phase.challenge, user=candidate.user)
+        locked = Team.objects.select_for_update(of=("self",)).filter(pk=team.pk).first()
+        if (
+            locked is not None
+            and TeamMember.objects.filter(team=locked, user_id=candidate.user.pk).exists()
+        ):
+            phase_limits_admit(entry=entry, team=locked, now=candidate.now)
+            return
+    raise PhaseClosed("Your team changed while this submission was enqueued; try again.")

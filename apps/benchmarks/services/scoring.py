@@ -21,10 +21,11 @@ import logging
 from django.db import IntegrityError, transaction
 
 from apps.benchmarks.models import Baseline, Challenge, Entry, Phase, Score, ScoringVersion
+from apps.benchmarks.services.refunds import entry_refund
 from apps.benchmarks.services.scores import baseline_scores_record, entry_scores_record
 from apps.core.queue import BASELINE_SCORE, enqueue_on_commit
 from apps.grading.baselines import bundle_folder_score
-from apps.grading.phases import BundleFolder, PhaseOutcome, ScoringPlan
+from apps.grading.phases import SCORING_FAILED, BundleFolder, PhaseOutcome, ScoringPlan
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,8 @@ def entry_outcome_record(*, submission_id: str, outcome: PhaseOutcome) -> None:
     )
     if not outcome.failure and outcome.scores:
         entry_scores_record(entry=entry, version=outcome.version, splits=outcome.scores)
+    if outcome.failure == SCORING_FAILED:  # the platform's fault: refunded (SPEC §11.4)
+        entry_refund(submission_id=submission_id, reason=SCORING_FAILED)
 
 
 class EntryPhaseProvider:

@@ -20,6 +20,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from apps.core.exceptions import InvalidTransition
+from apps.jobs.cancel_hooks import job_cancelled_hooks_run
 from apps.jobs.metrics import job_finished
 from apps.jobs.models import FINISHED_JOB_STATUSES, JOB_TRANSITIONS, Job, JobStatus
 from apps.jobs.selectors import job_get
@@ -95,7 +96,8 @@ def job_cancel(*, job_id: str, user: AbstractBaseUser | None = None) -> Job:
     submission row, then the job row (the grading worker's order). The job's submission, if
     `pending` or `processing`, becomes `failed` ("job cancelled") and its processing lease is
     cleared, so a grading worker still running loses the lease and cannot write a result.
-    A finished job raises InvalidTransition.
+    A finished job raises InvalidTransition. The hooks other apps registered
+    (`apps.jobs.cancel_hooks`) run in the same transaction.
     """
     found = job_get(job_id=job_id, user=user)
     with transaction.atomic():
@@ -108,7 +110,9 @@ def job_cancel(*, job_id: str, user: AbstractBaseUser | None = None) -> Job:
                 f"Job {job.pk} is {job.status}; a finished job cannot be cancelled.",
                 extra={"from_status": job.status, "to_status": JobStatus.CANCELLED.value},
             )
+        started = job.status != JobStatus.QUEUED
         job_transition(job=job, to=JobStatus.CANCELLED, error="cancelled")
         if submission.status in IN_FLIGHT_STATUSES:
             submission_lease_cancel(submission=submission, reason="job cancelled")
+        job_cancelled_hooks_run(submission_id=submission.pk, started=started)
     return job
