@@ -94,6 +94,7 @@ def test_the_seed_s_two_alerts_and_the_issue_s_five_are_defined() -> None:
         "YoyakuGradingQueueStalled",
         "YoyakuLeaseTakeoversRising",
         "YoyakuStorageNearlyFull",
+        "YoyakuPlatformFaultRefundsRising",
     } <= names
 
 
