@@ -112,7 +112,7 @@ def test_promtool_accepts_the_rules() -> None:
         [_promtool(), "check", "rules", str(ALERTS)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 9 rules found" in result.stdout + result.stderr
+    assert "SUCCESS: 10 rules found" in result.stdout + result.stderr
 
 
 def test_promtool_unit_tests_of_the_seed_alerts_pass() -> None:
