@@ -92,7 +92,5 @@ class ChallengesApi(ApiBase):
             [("dry_run", "true")] if dry_run else [],
             [FilePart(path=bundle, filename=bundle.name, field="bundle")],
         )
-        response = self.transport.request(
-            "POST", "/challenges/", body=body, safety=Safety.UNSAFE
-        )
+        response = self.transport.request("POST", "/challenges/", body=body, safety=Safety.UNSAFE)
         return response.status_code, response.json()
