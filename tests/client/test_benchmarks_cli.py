@@ -64,13 +64,15 @@ def test_push_dry_run_prints_a_diff_and_changes_nothing(cli: Cli, tmp_path: Path
     assert shown["challenge"]["phases"][0]["limits"]["per_day"] == 5
 
     same = host.run("challenge", "push", str(folder), "--dry-run")
-    assert same.code == 0 and "no change" in same.stdout, same.stdout
+    assert same.code == 0, same.stderr
+    assert "no change" in same.stdout
 
 
 def test_push_refusals_keep_the_contract_codes(cli: Cli, tmp_path: Path) -> None:
     empty = write_files(tmp_path / "empty", {"README.md": "nothing"})
     usage = cli.run("challenge", "push", str(empty))
-    assert usage.code == 2 and "challenge.yaml" in usage.stderr
+    assert usage.code == 2
+    assert "challenge.yaml" in usage.stderr
     bad = _bundle_folder(tmp_path, per_day=5)
     (bad / "challenge.yaml").write_text("slug: digits\nphases: nope\n")
     refused = _host(cli).json("challenge", "push", str(bad), expect=1)
@@ -85,11 +87,13 @@ def test_a_team_submits_until_its_phase_limit_refuses(cli: Cli, tmp_path: Path) 
     listed = cli.json("challenges")
     assert [c["slug"] for c in listed] == ["digits"]
     table = cli.run("challenges")
-    assert table.code == 0 and "digits" in table.stdout
+    assert table.code == 0
+    assert "digits" in table.stdout
 
     _participate(cli)
     made = cli.json("team", "create", "Pixel pushers", "--challenge", "digits")
-    assert made["name"] == "Pixel pushers" and made["invite_code"]
+    assert made["name"] == "Pixel pushers"
+    assert made["invite_code"]
     friend = cli.as_user(token_for(make_user(username="friend")))
     _participate(friend)
     joined = friend.json("team", "join", made["invite_code"], "--challenge", "digits")
@@ -110,13 +114,18 @@ def test_a_team_submits_until_its_phase_limit_refuses(cli: Cli, tmp_path: Path) 
 
     first = write_files(tmp_path / "one", {"predictions.csv": PREDICTIONS, "notes.txt": "x"})
     sent = cli.json("submit", str(first), "--challenge", "digits", "--phase", "dev")
-    assert sent["status"] == "queued" and sent["left_out"] == [str(first / "notes.txt")]
+    assert sent["status"] == "queued"
+    assert sent["left_out"] == [str(first / "notes.txt")]
     again = cli.json("submit", str(first), "--challenge", "digits", "--phase", "dev")
-    assert again["job_id"] == sent["job_id"] and again["matched_existing"]
+    assert again["job_id"] == sent["job_id"]
+    assert again["matched_existing"]
 
     second = write_files(tmp_path / "two", {"predictions.csv": PREDICTIONS + "2,1\n"})
-    refused = friend.json("submit", str(second), "--challenge", "digits", "--phase", "dev", expect=4)
-    assert refused["code"] == "phase_limit_exceeded" and refused["limit"] == "per_day"
+    refused = friend.json(
+        "submit", str(second), "--challenge", "digits", "--phase", "dev", expect=4
+    )
+    assert refused["code"] == "phase_limit_exceeded"
+    assert refused["limit"] == "per_day"
 
     after = cli.json("challenge", "show", "digits", "--phase", "dev")
     assert after["me"]["dev"]["limits"]["per_day"]["used"] == 1
@@ -124,7 +133,8 @@ def test_a_team_submits_until_its_phase_limit_refuses(cli: Cli, tmp_path: Path) 
     board = cli.json("leaderboard", "--challenge", "digits", "--phase", "dev")
     assert [c["key"] for c in board["columns"]] == ["accuracy", "errors"]
     drawn = cli.run("leaderboard", "--challenge", "digits", "--phase", "dev")
-    assert drawn.code == 0 and "Accuracy" in drawn.stdout, drawn.stdout + drawn.stderr
+    assert drawn.code == 0, drawn.stderr
+    assert "Accuracy" in drawn.stdout
     unknown = cli.json(
         "leaderboard", "--challenge", "digits", "--phase", "dev", "--split", "nope", expect=1
     )
