@@ -49,7 +49,10 @@ def test_push_dry_run_prints_a_diff_and_changes_nothing(cli: Cli, tmp_path: Path
     folder = _bundle_folder(tmp_path, per_day=5)
     planned = host.run("challenge", "push", str(folder), "--dry-run")
     assert planned.code == 0, planned.stderr
-    assert "+ " in planned.stdout
+    lines = planned.stdout.splitlines()
+    assert "+ visibility: public" in lines
+    assert any(line.startswith("+ phases.dev: {") for line in lines)
+    assert all(line[:2] in ("+ ", "~ ", "- ") and len(line) < 160 for line in lines)
     assert not Challenge.objects.exists()
 
     created = host.json("challenge", "push", str(folder))

@@ -218,13 +218,20 @@ def show_plan(output: Output, answer: dict[str, Any]) -> None:
     for op in changes:
         kind, path = op.get("op"), op.get("path")
         if kind == "create":
-            output.print(f"+ {path}: {fmt(op.get('to'))}")
+            output.print(f"+ {path}: {brief(op.get('to'))}")
         elif kind == "delete":
-            output.print(f"- {path}: {fmt(op.get('from'))}")
+            output.print(f"- {path}: {brief(op.get('from'))}")
         else:
-            output.print(f"~ {path}: {fmt(op.get('from'))} → {fmt(op.get('to'))}")
+            output.print(f"~ {path}: {brief(op.get('from'))} → {brief(op.get('to'))}")
     if not changes:
         output.print("no change")
+
+
+def brief(value: Any, width: int = 72) -> str:
+    """A plan value on one line: a whole phase or a long description is cut (`--json` has
+    it whole)."""
+    text = " ".join(fmt(value).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _zipped(folder: Path, scratch: Path) -> Path:
