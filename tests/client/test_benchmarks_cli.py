@@ -130,6 +130,13 @@ def test_a_team_submits_until_its_phase_limit_refuses(cli: Cli, tmp_path: Path) 
     assert refused["code"] == "phase_limit_exceeded"
     assert refused["limit"] == "per_day"
 
+    program = cli.json("submit", "examples/hello", "--challenge", "digits", "--phase", "code")
+    assert program["status"] == "queued"
+    no_csv = cli.json(
+        "submit", "examples/hello", "--challenge", "digits", "--phase", "dev", expect=1
+    )
+    assert no_csv["code"] == "refused_locally"
+
     after = cli.json("challenge", "show", "digits", "--phase", "dev")
     assert after["me"]["dev"]["limits"]["per_day"]["used"] == 1
 
