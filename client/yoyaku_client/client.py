@@ -13,6 +13,7 @@ from collections.abc import Callable
 import httpx
 
 from yoyaku_client.endpoints.account import AccountApi
+from yoyaku_client.endpoints.challenges import ChallengesApi
 from yoyaku_client.endpoints.jobs import JobsApi, WaitTimeout
 from yoyaku_client.endpoints.quotas import QuotasApi
 from yoyaku_client.endpoints.review import ReviewApi
@@ -23,7 +24,9 @@ from yoyaku_client.transport import RetryEvent, RetryPolicy, Transport
 __all__ = ["UPLOAD_KEY_FIELD", "Action", "Client", "WaitTimeout", "schedule_time"]
 
 
-class Client(AccountApi, SubmissionsApi, JobsApi, QuotasApi, ReviewApi, SchedulesApi):
+class Client(
+    AccountApi, SubmissionsApi, JobsApi, QuotasApi, ReviewApi, SchedulesApi, ChallengesApi
+):
     """A Yoyaku API client.
 
     `base_url` is the server's root (`http://127.0.0.1:8000`, without `/api`). `retry`

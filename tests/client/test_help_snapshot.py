@@ -58,7 +58,7 @@ def help_pages() -> dict[str, dict[str, object]]:
 
 def test_the_snapshot_names_every_command_of_the_split_command_line() -> None:
     assert sorted(help_pages()) == sorted(EXPECTED)
-    assert len(EXPECTED) == len(WIDTHS) * 32
+    assert len(EXPECTED) == len(WIDTHS) * 43
 
 
 @pytest.mark.parametrize("page", sorted(EXPECTED))
@@ -109,6 +109,13 @@ MISTAKES = [
     ["token", "revoke"],
     ["login", "--url", "ftp://example.org"],
     ["submit", "examples/hello", "--metadata", "[1]"],
+    ["submit", "examples/hello", "--challenge", "digits"],
+    ["submit", "examples/hello", "--challenge", "digits", "--phase", "dev", "--question", "q"],
+    ["leaderboard", "--challenge", "digits"],
+    ["challenge", "show"],
+    ["challenge", "push", "examples/hello"],
+    ["team", "join", "abc"],
+    ["final", "select"],
 ]
 
 

@@ -14,6 +14,8 @@ JSON document on stdout, messages and progress on stderr.
     review.py       review queue|claim|extend|release|complete|regrade
     schedule.py     schedule book|list|show|cancel
     tokens.py       token list|create|revoke
+    challenges.py   challenges, challenge show|push
+    teams.py        team create|join|show, final select|unselect
 
 The commands that take one id, make one call and print its answer are lines of a table
 (`JOB_COMMANDS`, `QUOTA_COMMANDS`, `REVIEW_COMMANDS`, `SCHEDULE_COMMANDS`; see
@@ -30,6 +32,7 @@ import click
 
 from yoyaku_client import __version__
 from yoyaku_client.cli.account import login, whoami
+from yoyaku_client.cli.challenges import challenge, challenges
 from yoyaku_client.cli.common import (
     EXIT_CODES_HELP,
     EXIT_ERROR,
@@ -48,6 +51,7 @@ from yoyaku_client.cli.review import review
 from yoyaku_client.cli.schedule import schedule
 from yoyaku_client.cli.submissions import submissions
 from yoyaku_client.cli.submit import submit
+from yoyaku_client.cli.teams import final, team
 from yoyaku_client.cli.tokens import token
 from yoyaku_client.errors import (
     QUOTA_CODES,
@@ -84,6 +88,8 @@ def cli() -> None:
 for _command in (login, whoami, submit, jobs, job, logs, quota, reserve, leaderboard, questions):
     cli.add_command(_command)
 for _command in (submissions, download, review, schedule, token):
+    cli.add_command(_command)
+for _command in (challenges, challenge, team, final):
     cli.add_command(_command)
 for _spec in (*JOB_COMMANDS, *QUOTA_COMMANDS):
     cli.add_command(id_command(_spec))

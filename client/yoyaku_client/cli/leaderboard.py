@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from yoyaku_client.cli.boards import show_phase_board
 from yoyaku_client.cli.common import json_option, open_client, output_for
 from yoyaku_client.ids import shortener
 from yoyaku_client.models import to_jsonable
@@ -19,6 +20,9 @@ from yoyaku_client.output import Output, table_time
     "--question", "question_id", help="This question's board (default: one board per question)."
 )
 @click.option("--skill", help="Only this skill.")
+@click.option("--challenge", "challenge_slug", help="A challenge's board (with --phase).")
+@click.option("--phase", help="The challenge's phase.")
+@click.option("--split", help="The phase's split (default: public).")
 @click.option(
     "--limit",
     type=click.IntRange(1, 1000),
@@ -26,7 +30,13 @@ from yoyaku_client.output import Output, table_time
 )
 @json_option
 def leaderboard(
-    question_id: str | None, skill: str | None, limit: int | None, as_json: bool
+    question_id: str | None,
+    skill: str | None,
+    challenge_slug: str | None,
+    phase: str | None,
+    split: str | None,
+    limit: int | None,
+    as_json: bool,
 ) -> None:
     """Best completed score per user, ranked, for each question on its own (no login needed
     while it is public).
@@ -40,8 +50,26 @@ def leaderboard(
     Examples:
       yoyaku leaderboard
       yoyaku leaderboard --question q1 --skill reading
+      yoyaku leaderboard --challenge digits --phase dev --split public
+
+    With --challenge and --phase: that phase's board of one split (teams and baselines,
+    one column per metric); --json gives the server's board as it is.
     """
     output = output_for(as_json)
+    if challenge_slug is not None or phase is not None or split is not None:
+        if not challenge_slug or not phase:
+            raise click.UsageError("a challenge's board needs both --challenge and --phase")
+        with open_client(output, need_token=False) as client:
+            show_phase_board(
+                client,
+                output,
+                slug=challenge_slug,
+                phase=phase,
+                split=split,
+                limit=limit,
+                as_json=as_json,
+            )
+        return
     with open_client(output, need_token=False) as client:
         if question_id is not None:
             rows = client.leaderboard(question_id=question_id, skill=skill, limit=limit)

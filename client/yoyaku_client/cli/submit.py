@@ -18,6 +18,7 @@ from yoyaku_client.cli.common import (
     output_for,
 )
 from yoyaku_client.cli.jobs import follow_job
+from yoyaku_client.client import Client
 from yoyaku_client.models import Job
 from yoyaku_client.output import (
     LineReporter,
@@ -50,6 +51,12 @@ def _reporter(output: Output, progress: bool | None) -> Reporter:
 )
 @click.option("--question", "question_id", default="", help="Question (leaderboard) id.")
 @click.option("--skill", default="", help="Skill (leaderboard) name.")
+@click.option("--challenge", default="", help="A challenge's slug (with --phase).")
+@click.option(
+    "--phase",
+    default="",
+    help="The challenge's phase (a predictions phase takes its file types, and no program).",
+)
 @click.option("--metadata", help="Submission metadata, a JSON object.")
 @click.option(
     "--resource-class",
@@ -101,6 +108,8 @@ def submit(
     config_file: str,
     question_id: str,
     skill: str,
+    challenge: str,
+    phase: str,
     metadata: str | None,
     resource_class: str | None,
     job_config: str | None,
@@ -129,11 +138,22 @@ def submit(
       yoyaku submit examples/hello --wait --retry
       yoyaku submit main.py config.yaml data.zip --question q1 --reserve
       yoyaku submit . --idempotency-key "ci-$GITHUB_SHA" --wait --timeout 900 --json
+      yoyaku submit predictions/ --challenge digits --phase dev --wait
     """
     output = output_for(as_json)
+    if bool(challenge) != bool(phase):
+        raise click.UsageError("a challenge's phase needs both --challenge and --phase")
+    if challenge and (question_id or skill):
+        raise click.UsageError("--question and --skill are not for a challenge's phase")
     config = json_arg(job_config, "--job-config")
     if resource_class:
         config = {**(config or {}), "resource_class": resource_class}
+    file_types: list[str] | None = None
+    if challenge:
+        with open_client(output) as client:
+            file_types = predictions_file_types(client, challenge, phase)
+        if file_types is not None:  # a predictions phase runs no program of yours
+            entrypoint = config_file = ""
     options = SubmitOptions(
         paths=list(paths),
         entrypoint=entrypoint,
@@ -147,6 +167,9 @@ def submit(
         reserve_ttl=reserve_ttl,
         local_checks=not skip_local_checks,
         retry=retry,
+        challenge=challenge,
+        phase=phase,
+        file_types=file_types,
     )
     reporter = _reporter(output, progress)
     try:
@@ -217,6 +240,15 @@ def submit(
         reporter.close()
     if code:
         raise CliExit(code)
+
+
+def predictions_file_types(client: Client, slug: str, phase: str) -> list[str] | None:
+    """The phase's file types when it is a predictions phase (None for a code phase or a
+    phase the challenge does not have: the server then answers)."""
+    for item in client.get_challenge(slug).get("phases", []):
+        if item.get("slug") == phase and item.get("kind") == "predictions":
+            return [str(t).lower() for t in item.get("file_types") or []] or None
+    return None
 
 
 def outcome_line(status: str, score: float | None, submission_status: str) -> str:

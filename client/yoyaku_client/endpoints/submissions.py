@@ -36,6 +36,8 @@ class SubmissionsApi(ApiBase):
         metadata: Mapping[str, Any] | None = None,
         question_id: str = "",
         skill: str = "",
+        challenge: str = "",
+        phase: str = "",
         sha256: str | None = None,
         upload_key: str | None = None,
         progress: ProgressCallback | None = None,
@@ -58,6 +60,9 @@ class SubmissionsApi(ApiBase):
             ("question_id", question_id),
             ("skill", skill),
         ]
+        if challenge or phase:  # a phase's submission (no question or skill then)
+            fields = [f for f in fields if f[0] not in ("question_id", "skill")]
+            fields += [("challenge", challenge), ("phase", phase)]
         headers = {"X-Content-SHA256": sha256} if sha256 and len(files) == 1 else None
         body = multipart_body(
             fields,

@@ -114,6 +114,7 @@ def default_idempotency_key(
     skill: str,
     metadata: Mapping[str, Any],
     job_config: Mapping[str, Any] | None,
+    phase: tuple[str, str] = ("", ""),
 ) -> str:
     """Same user, same files (names and contents), same configuration → same key; so running
     the same command again, in CI or after a crash, never makes a second job."""
@@ -127,5 +128,7 @@ def default_idempotency_key(
         "metadata": dict(metadata),
         "config": dict(job_config) if job_config is not None else None,
     }
+    if any(phase):  # a key made before phases existed stays the same
+        document["challenge"], document["phase"] = phase
     text = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return "yoyaku-" + hashlib.sha256(text.encode()).hexdigest()[:40]

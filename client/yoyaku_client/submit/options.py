@@ -25,6 +25,11 @@ class SubmitOptions:
     local_checks: bool = True
     #: When the key's job failed or was cancelled, make a new job (under `retry_key`).
     retry: bool = False
+    #: A challenge's phase (both or neither; then no question or skill).
+    challenge: str = ""
+    phase: str = ""
+    #: A predictions phase's file types: the files' extensions, and no program to run.
+    file_types: Sequence[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,9 @@ def name_problem(name: str) -> str | None:
     return None
 
 
-def collect_files(paths: Sequence[Path]) -> tuple[list[LocalFile], list[Path]]:
+def collect_files(
+    paths: Sequence[Path], *, extensions: Sequence[str] | None = None
+) -> tuple[list[LocalFile], list[Path]]:
     """The files to send, in order, and the files of walked folders left out.
 
     A named file is always taken (and checked). A folder is walked in name order: files with
@@ -83,7 +85,7 @@ def collect_files(paths: Sequence[Path]) -> tuple[list[LocalFile], list[Path]]:
     `__pycache__` are ignored; a sub-folder holding files to send is refused, because the
     server stores plain names (pack it as a .zip or .tar.gz).
     """
-    extensions = allowed_extensions()
+    extensions = tuple(extensions) if extensions else allowed_extensions()
     files: list[LocalFile] = []
     left_out: list[Path] = []
     problems: list[str] = []
@@ -118,9 +120,17 @@ def collect_files(paths: Sequence[Path]) -> tuple[list[LocalFile], list[Path]]:
     return files, left_out
 
 
-def check_files(files: Sequence[LocalFile], *, entrypoint: str, config_file: str) -> None:
-    """Refuse, before any request, what the server would refuse."""
-    extensions = allowed_extensions()
+def check_files(
+    files: Sequence[LocalFile],
+    *,
+    entrypoint: str,
+    config_file: str,
+    extensions: Sequence[str] | None = None,
+) -> None:
+    """Refuse, before any request, what the server would refuse. With `extensions` (a
+    predictions phase's file types) there is no program: no entrypoint or config file."""
+    program = not extensions
+    extensions = tuple(extensions) if extensions else allowed_extensions()
     limit = max_file_size()
     problems: list[str] = []
     if not files:
@@ -141,7 +151,7 @@ def check_files(files: Sequence[LocalFile], *, entrypoint: str, config_file: str
         problems.append(f"{len(files)} files: a submission holds at most {MAX_FILES}")
     names = {f.name for f in files}
     for role, name in (("entrypoint", entrypoint), ("config file", config_file)):
-        if files and name not in names:
+        if program and files and name not in names:
             problems.append(f"the {role} {name!r} is not among the files")
     if problems:
         raise LocalRefusal(problems)

@@ -23,9 +23,14 @@ class Submitter(ResumeSteps, UploadSteps):
         self.reporter = reporter or Reporter()
 
     def run(self, options: SubmitOptions) -> SubmitResult:
-        files, left_out = collect_files(options.paths)
+        files, left_out = collect_files(options.paths, extensions=options.file_types)
         if options.local_checks:
-            check_files(files, entrypoint=options.entrypoint, config_file=options.config_file)
+            check_files(
+                files,
+                entrypoint=options.entrypoint,
+                config_file=options.config_file,
+                extensions=options.file_types,
+            )
         explicit = options.idempotency_key is not None
         self.reporter.hashing_started(sum(f.size for f in files))
         hashes = HashQueue(
@@ -47,6 +52,7 @@ class Submitter(ResumeSteps, UploadSteps):
                 skill=options.skill,
                 metadata=options.metadata,
                 job_config=options.job_config,
+                phase=(options.challenge, options.phase),
             )
             retried: list[str] = []
             while True:

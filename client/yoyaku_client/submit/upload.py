@@ -178,6 +178,8 @@ class UploadSteps:
                         metadata=options.metadata,
                         question_id=options.question_id,
                         skill=options.skill,
+                        challenge=options.challenge,
+                        phase=options.phase,
                         sha256=item.sha256,
                         upload_key=key,
                         progress=progress,
