@@ -194,3 +194,26 @@ def test_a_cursor_page_makes_no_count_and_no_offset(tmp_path: Path, api_client: 
     assert page["offset"] == 20
     assert page["count"] == 31
     assert len(page["rows"]) == 10
+
+
+def test_a_walk_over_a_board_that_changes_stays_in_order_and_counts_on(
+    tmp_path: Path, api_client: APIClient
+) -> None:
+    phase = make_phase(tmp_path)
+    teams = _teams(6, phase)
+    for i, team in enumerate(teams):
+        scored(phase, team, minutes=i, public=acc(0.9 - i / 10))
+    first = _get(api_client, "?limit=3")
+    # team-4 (on the next page) improves past every row of the first page.
+    scored(phase, teams[4], minutes=10, public=acc(0.95))
+
+    second = _get(api_client, f"?limit=3&cursor={quote(first['next'])}")
+
+    assert [r["team"]["name"] for r in second["rows"]] == ["team-3", "team-5"]
+    assert [r["rank"] for r in second["rows"]] == [4, 5]
+    assert (second["offset"], second["count"], second["next"]) == (3, 6, None)
+    # A new walk sees the board as it is now.
+    assert [r["team"]["name"] for r in _get(api_client, "?limit=6")["rows"]][:2] == [
+        "team-4",
+        "team-0",
+    ]
