@@ -6,8 +6,9 @@ from `apps.benchmarks.ranking`, and each team's best row as the scores service k
 requests alternate: the first leaderboard page (100 rows, with a baseline), a page deep in the
 board (offset 5,000), the same page by its cursor (the `next` of the page before), and a
 one-row `GET /api/jobs/{id}/` as the baseline. It prints
-min/median/max of each, the query plans of a page (EXPLAIN ANALYZE), and fails unless the
-median first page and cursor page take at most 3 times the median job read and the plans read the team-best index.
+min/median/max of each, the query plans of a page by offset and by cursor (EXPLAIN ANALYZE),
+and fails unless the median first page and cursor page take at most 3 times the median job
+read and the plans read the team-best index.
 
 Environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/
 yoyaku_bench_leaderboard, created and dropped by the run), BENCH_SUBMISSIONS (100000),
