@@ -70,6 +70,23 @@ class BoardRow:
     submission_id: str | None
     submitted_at: datetime | None
     baseline: bool
+    #: Where the row stands (never rendered): what a cursor after it holds.
+    order_key: str = field(default="", repr=False, compare=False)
+    metric_key: str = field(default="", repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class BoardState:
+    """Where a page ended: the last row's `order_key`, the rank and `metric_key` of the last
+    team row so far (0 and "" before any), the team and baseline rows so far, and the board's
+    row count when the walk began. What a `next` cursor carries."""
+
+    key: str
+    rank: int
+    metric: str
+    teams: int
+    baselines: int
+    count: int
 
 
 @dataclass
@@ -84,6 +101,8 @@ class Board:
     limit: int = 0
     offset: int = 0
     rows: list[BoardRow] = field(default_factory=list)
+    #: Where this page ended, None on the last page.
+    after: BoardState | None = None
 
 
 def board_access(*, slug: str, phase_slug: str, user: AnyUser) -> BoardAccess:
@@ -195,7 +214,7 @@ Row = tuple[str, str, str, str, dict[str, Any], str, datetime]
 
 
 def _team_row(row: Row, rank: int) -> BoardRow:
-    _, _, team_id, name, values, entry_id, submitted_at = row
+    order, metric, team_id, name, values, entry_id, submitted_at = row
     return BoardRow(
         rank=rank,
         team=TeamRef(id=team_id, name=name),
@@ -203,6 +222,8 @@ def _team_row(row: Row, rank: int) -> BoardRow:
         submission_id=entry_id,
         submitted_at=submitted_at,
         baseline=False,
+        order_key=order,
+        metric_key=metric,
     )
 
 
@@ -214,6 +235,7 @@ def _baseline_row(score: Score) -> BoardRow:
         submission_id=None,
         submitted_at=None,
         baseline=True,
+        order_key=score.order_key,
     )
 
 
@@ -284,7 +306,27 @@ def board_page(*, board: Board, phase: Phase, limit: int, offset: int) -> Board:
     board.count = teams + len(baselines)
     board.limit = limit
     board.offset = offset
+    if board.rows and offset + len(board.rows) < board.count:
+        placed = before + sum(1 for row in board.rows if row.baseline)
+        board.after = _state_after(bests, board, teams=offset + len(board.rows) - placed)
     return board
+
+
+def _state_after(bests: QuerySet[TeamBest], board: Board, *, teams: int) -> BoardState:
+    """The state after an offset page that has `teams` team rows up to its end. A page of
+    baselines alone reads the team row before it (its key and rank: two index reads)."""
+    last_team = next((row for row in reversed(board.rows) if not row.baseline), None)
+    if last_team is None and teams > 0:
+        (row,) = _team_rows(bests, start=teams - 1, limit=1)
+        (last_team,) = _ranked(bests, [row], teams - 1)
+    return BoardState(
+        key=board.rows[-1].order_key,
+        rank=(last_team.rank or 0) if last_team else 0,
+        metric=last_team.metric_key if last_team else "",
+        teams=teams,
+        baselines=board.offset + len(board.rows) - teams,
+        count=board.count,
+    )
 
 
 def board_stream(

@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.benchmarks.api.serializers import MetricOutputSerializer, UserOutputSerializer
+from apps.benchmarks.board_cursor import CURSOR_MAX_LENGTH
 from apps.core.api.pagination import MAX_OFFSET, PageOutputSerializer, PageQuerySerializer
 from apps.submissions.models import SubmissionStatus
 
@@ -50,6 +51,18 @@ class BoardQuerySerializer(serializers.Serializer[Any]):
     format = serializers.ChoiceField(
         choices=["json", "csv"], required=False, help_text="`csv`, or send `Accept: text/csv`."
     )
+    cursor = serializers.CharField(
+        required=False,
+        max_length=CURSOR_MAX_LENGTH,
+        help_text="The `next` of the page before (JSON only; instead of `offset`).",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "cursor" in attrs and "offset" in self.initial_data:
+            raise serializers.ValidationError({"offset": ["Give a cursor or an offset, not both."]})
+        if "cursor" in attrs and attrs.get("format") == "csv":
+            raise serializers.ValidationError({"cursor": ["A CSV export takes no cursor."]})
+        return attrs
 
 
 class TeamRefSerializer(serializers.Serializer[Any]):
@@ -77,6 +90,9 @@ class BoardOutputSerializer(serializers.Serializer[Any]):
     count = serializers.IntegerField(help_text="Rows of the whole leaderboard (with baselines).")
     limit = serializers.IntegerField()
     offset = serializers.IntegerField()
+    next = serializers.CharField(
+        allow_null=True, help_text="The next page's cursor (`?cursor=`), null on the last page."
+    )
 
 
 class FinalOutputSerializer(serializers.Serializer[Any]):

@@ -27,12 +27,12 @@ from apps.benchmarks.api.board_serializers import (
     HostEntriesQuerySerializer,
     HostEntryPageSerializer,
 )
+from apps.benchmarks.board_cursor import board_read
 from apps.benchmarks.board_selectors import (
     Board,
     BoardRow,
     board_access,
     board_open,
-    board_page,
     board_stream,
 )
 from apps.benchmarks.host_selectors import host_entries_detail, host_entry_list
@@ -41,6 +41,7 @@ from apps.core.api.base import ApiView
 from apps.core.api.downloads import content_disposition
 from apps.core.api.pagination import page_of
 from apps.core.api.schema import error_response, error_responses
+from apps.core.exceptions import InvalidRequest
 
 _CSV = "text/csv"
 _JSON = "application/json"
@@ -75,7 +76,7 @@ def _time(value: datetime | None) -> str | None:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-def _board_json(board: Board) -> dict[str, Any]:
+def _board_json(board: Board, next_cursor: str | None) -> dict[str, Any]:
     """The page as `BoardOutputSerializer` documents it, built from plain values: a page of
     1,000 rows through nested serializers cost more than all its queries."""
     return {
@@ -102,6 +103,7 @@ def _board_json(board: Board) -> dict[str, Any]:
         "count": board.count,
         "limit": board.limit,
         "offset": board.offset,
+        "next": next_cursor,
     }
 
 
@@ -157,7 +159,8 @@ class PhaseLeaderboardApi(ApiView):
             **error_responses(
                 400,
                 404,
-                _400="`invalid_request`: an unknown split or scoring version, a bad limit.",
+                _400="`invalid_request`: an unknown split or scoring version, a bad limit, "
+                "a forged or foreign cursor.",
                 _401="Not authenticated: a leaderboard that is not public (`not_authenticated`).",
                 _403="`not_revealed`: a hidden split before the reveal (hosts and staff "
                 "excepted); `insufficient_scope`.",
@@ -175,6 +178,11 @@ class PhaseLeaderboardApi(ApiView):
             "format" not in query and request._request.get_preferred_type([_JSON, _CSV]) == _CSV
         )
         if wants_csv:
+            if "cursor" in query:
+                raise InvalidRequest(
+                    "A CSV export takes no cursor.",
+                    fields={"cursor": ["A CSV export takes no cursor."]},
+                )
             limit = query["limit"] if "limit" in request.query_params else None
             rows = board_stream(
                 board=board, phase=access.phase, offset=query["offset"], limit=limit
@@ -186,8 +194,14 @@ class PhaseLeaderboardApi(ApiView):
             response["Content-Disposition"] = content_disposition(name)
             response["Vary"] = "Accept"
             return response
-        board_page(board=board, phase=access.phase, limit=query["limit"], offset=query["offset"])
-        return Response(_board_json(board), headers={"Vary": "Accept"})
+        next_cursor = board_read(
+            board=board,
+            phase=access.phase,
+            limit=query["limit"],
+            offset=query["offset"],
+            cursor=query.get("cursor"),
+        )
+        return Response(_board_json(board, next_cursor), headers={"Vary": "Accept"})
 
 
 class SubmissionFinalApi(ApiView):
