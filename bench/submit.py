@@ -17,6 +17,7 @@ approved) against as many plain submissions, BENCH_PHASE_ROUNDS rounds (default 
 of 16 clients x BENCH_PHASE_REQUESTS (default 30) each way: the throughput ratio phase/plain
 (target >= 0.9); then 64 clients spread over the 3 members of one team race its `per_day` limit
 (5) on a second copy of the bundle: the jobs admitted must equal the limit exactly.
+BENCH_PHASE_ONLY=1 runs only this part.
 
 Environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/yoyaku_bench_submit,
 created and dropped by the run), BENCH_REQUESTS (per client, default 120), BENCH_WORKERS
@@ -56,6 +57,7 @@ from bench.submit_support.harness import (  # noqa: E402
 )
 from bench.submit_support.phase import (  # noqa: E402
     RACE_LIMIT,
+    phase_only,
     prepare_challenges,
     race_team_limit,
     run_phase_load,
@@ -76,6 +78,8 @@ def main() -> int:
 
 
 def _run() -> int:
+    if os.environ.get("BENCH_PHASE_ONLY") == "1":
+        return phase_only()
     _psql_admin(f'DROP DATABASE IF EXISTS "{_db_name()}"')
     _psql_admin(f'CREATE DATABASE "{_db_name()}"')
     # Phase submissions store files: in a folder of this run (the servers inherit it).

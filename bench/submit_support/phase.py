@@ -209,3 +209,37 @@ def race_team_limit(port: int) -> tuple[list[int], list[int]]:
     print("    " + _spread("admitted", [float(n) for n in stored]), flush=True)
     assert len(refusals) <= 1, refusals
     return created, stored
+
+
+def phase_only() -> int:
+    """BENCH_PHASE_ONLY=1: only the phase run and the team race, on one server with metrics
+    (for comparing two versions of the phase path quickly)."""
+    from bench.submit_support.harness import Server, _db_name, _psql_admin, _setup_django
+
+    _psql_admin(f'DROP DATABASE IF EXISTS "{_db_name()}"')
+    _psql_admin(f'CREATE DATABASE "{_db_name()}"')
+    os.environ["MEDIA_ROOT"] = tempfile.mkdtemp(prefix="yoyaku-bench-media-")
+    server: Server | None = None
+    try:
+        _setup_django()
+        from django.core.management import call_command
+        from django.db import connections
+
+        call_command("migrate", verbosity=0)
+        prepare_challenges()
+        connections.close_all()
+        server = Server(metrics=True, metrics_dir=tempfile.mkdtemp(prefix="yoyaku-bench-m-"))
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"phase run only; load average before the run {load}", flush=True)
+        ratios = run_phase_load(server.port)
+        created, stored = race_team_limit(server.port)
+        connections.close_all()
+        exact = all(n == RACE_LIMIT for n in created + stored)
+        return 0 if exact and ratios else 1
+    finally:
+        if server is not None:
+            server.stop()
+        from django.db import connections
+
+        connections.close_all()
+        _psql_admin(f'DROP DATABASE IF EXISTS "{_db_name()}"')
