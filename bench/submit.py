@@ -11,6 +11,14 @@ METRICS_ENABLED=false: the ratio on/off is what the Prometheus metrics cost (tar
 clients race on one user's concurrent-job quota (limit 5) and on one key, and the overshoot /
 duplicate counts are read back from the database (both must be 0).
 
+The phase run (bench/submit_support/phase.py), on the server with metrics: job submissions to
+the `dev` phase of the example `digits` bundle (applied with generous team limits, participants
+approved) against as many plain submissions, BENCH_PHASE_ROUNDS rounds (default 5, at least 3)
+of 16 clients x BENCH_PHASE_REQUESTS (default 30) each way: the throughput ratio phase/plain
+(target >= 0.9); then 64 clients spread over the 3 members of one team race its `per_day` limit
+(5) on a second copy of the bundle: the jobs admitted must equal the limit exactly.
+BENCH_PHASE_ONLY=1 runs only this part.
+
 Environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/yoyaku_bench_submit,
 created and dropped by the run), BENCH_REQUESTS (per client, default 120), BENCH_WORKERS
 (gunicorn workers, default 4), BENCH_ROUNDS (race rounds, default 5), BENCH_SLICES (how many
@@ -47,6 +55,13 @@ from bench.submit_support.harness import (  # noqa: E402
     run_load,
     summarize,
 )
+from bench.submit_support.phase import (  # noqa: E402
+    RACE_LIMIT,
+    phase_only,
+    prepare_challenges,
+    race_team_limit,
+    run_phase_load,
+)
 from bench.submit_support.races import prepare_users, race_key, race_quota  # noqa: E402
 
 CHILD_FLAG = "YOYAKU_BENCH_SUBMIT_CHILD"
@@ -63,8 +78,12 @@ def main() -> int:
 
 
 def _run() -> int:
+    if os.environ.get("BENCH_PHASE_ONLY") == "1":
+        return phase_only()
     _psql_admin(f'DROP DATABASE IF EXISTS "{_db_name()}"')
     _psql_admin(f'CREATE DATABASE "{_db_name()}"')
+    # Phase submissions store files: in a folder of this run (the servers inherit it).
+    os.environ["MEDIA_ROOT"] = tempfile.mkdtemp(prefix="yoyaku-bench-media-")
     server: Server | None = None
     server_off: Server | None = None
     server_base: Server | None = None
@@ -78,6 +97,7 @@ def _run() -> int:
         # Submissions [0, REQUESTS) go to the server with metrics, [REQUESTS, 2 x REQUESTS)
         # to the one without; the last 10 warm both up.
         users = prepare_users(CLIENTS, "load", 2 * REQUESTS + 10, **big)
+        prepare_challenges()
         connections.close_all()
 
         metrics_dir = tempfile.mkdtemp(prefix="yoyaku-bench-metrics-")
@@ -193,8 +213,11 @@ def _run() -> int:
             f"(extra 201s {extra}), one-key duplicates {duplicates} (targets 0)",
             flush=True,
         )
+        ratios = run_phase_load(port)
+        created, stored = race_team_limit(port)
         connections.close_all()
-        return 0 if overshoot == 0 and extra == 0 and duplicates == 0 else 1
+        exact = all(n == RACE_LIMIT for n in created + stored)
+        return 0 if overshoot == 0 and extra == 0 and duplicates == 0 and exact and ratios else 1
     finally:
         for running in (server, server_off, server_base):
             if running is not None:

@@ -74,7 +74,10 @@ def phase_limits_usage(*, team_id: str, phase: Phase, now: dt.datetime) -> dict[
         TOTAL: LimitUse(allowed=total, used=counted.count()),
         CONCURRENT: LimitUse(
             allowed=phase.limit_concurrent,
+            # No ordering: Entry's default one would join the phase and the challenge and sort
+            # every counted entry of the team, since DISTINCT keeps the ordering's columns.
             used=counted.filter(submission__jobs__status__in=ACTIVE_JOB_STATUSES)
+            .order_by()
             .values("pk")
             .distinct()
             .count(),
