@@ -11,24 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from apps.core.hooks import Hook, NamedHooks
+
 WORKER_LOST = "worker_lost"
 
-PlatformFaultHook = Callable[..., None]
+PlatformFaultHook = Hook
 
-_hooks: dict[str, PlatformFaultHook] = {}
+_hooks = NamedHooks()
 
 
 def register_platform_fault_hook(name: str) -> Callable[[PlatformFaultHook], PlatformFaultHook]:
     """Decorator: call `hook(submission_id=..., fault=...)` inside the failure's transaction.
     Registering a name again replaces its hook."""
-
-    def register(hook: PlatformFaultHook) -> PlatformFaultHook:
-        _hooks[name] = hook
-        return hook
-
-    return register
+    return _hooks.register(name)
 
 
 def platform_fault_hooks_run(*, submission_id: str, fault: str) -> None:
-    for hook in _hooks.values():
-        hook(submission_id=submission_id, fault=fault)
+    _hooks.run(submission_id=submission_id, fault=fault)

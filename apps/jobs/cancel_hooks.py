@@ -10,22 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-JobCancelledHook = Callable[..., None]
+from apps.core.hooks import Hook, NamedHooks
 
-_hooks: dict[str, JobCancelledHook] = {}
+JobCancelledHook = Hook
+
+_hooks = NamedHooks()
 
 
 def register_job_cancelled_hook(name: str) -> Callable[[JobCancelledHook], JobCancelledHook]:
     """Decorator: call `hook(submission_id=..., started=...)` for every cancelled job.
     Registering a name again replaces its hook."""
-
-    def register(hook: JobCancelledHook) -> JobCancelledHook:
-        _hooks[name] = hook
-        return hook
-
-    return register
+    return _hooks.register(name)
 
 
 def job_cancelled_hooks_run(*, submission_id: str, started: bool) -> None:
-    for hook in _hooks.values():
-        hook(submission_id=submission_id, started=started)
+    _hooks.run(submission_id=submission_id, started=started)
