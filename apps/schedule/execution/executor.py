@@ -5,24 +5,31 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from typing import Any
 
+from django.db import InterfaceError, OperationalError, connections
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.core.exceptions import InvalidTransition
 from apps.core.logcontext import log_context
 from apps.core.models_utils import new_hex_id
 from apps.core.queue import PLAN_EXECUTE, enqueue
 from apps.schedule.execution.claims import ArmedPlan, plan_claim, plan_invalidate_late
 from apps.schedule.execution.outcome import plan_record
-from apps.schedule.execution.request import action_request
+from apps.schedule.execution.request import Outcome, action_request
 from apps.schedule.metrics import plan_attempt_recorded, plan_fired, plan_skipped
-from apps.schedule.models import LifeState, Plan, PlanKind, PlanState
+from apps.schedule.models import Life, LifeState, Plan, PlanAttempt, PlanKind, PlanState
 from apps.schedule.services.plans import plan_set_state, plans_set_state
 
 logger = logging.getLogger(__name__)
 # Most abandoned Running plans handed to workers again per fallback pass (once a minute).
 REDELIVER_BATCH = 200
+# How long an attempt's outcome waits for an unreachable database before it is left to the
+# redelivery of abandoned attempts.
+RECORD_OUTAGE_SECONDS = 30.0
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 
 
 def plans_start(*, items: list[tuple[int, str]], now: dt.datetime | None = None) -> dict[int, Plan]:
@@ -98,7 +105,7 @@ def plan_run(plan: Plan, *, not_before: float | None = None) -> str:
         started = plan.started_at or timezone.now()  # always set by plans_start
         if not_before is not None and not_before > started.timestamp():
             started = dt.datetime.fromtimestamp(not_before, tz=dt.UTC)
-        result = plan_record(plan=plan, life=life, outcome=outcome, started=started)
+        result = _record_through_outage(plan=plan, life=life, outcome=outcome, started=started)
         plan_attempt_recorded(
             kind=plan.kind,
             number=plan.attempts_count,
@@ -114,6 +121,48 @@ def plan_run(plan: Plan, *, not_before: float | None = None) -> str:
             result,
         )
         return result
+
+
+def _record_through_outage(
+    *, plan: Plan, life: Life, outcome: Outcome, started: dt.datetime
+) -> str:
+    """`plan_record`, tried again while the database is unreachable (a restart, a failover)
+    for up to RECORD_OUTAGE_SECONDS: the attempt was made and its outcome is in hand, so
+    waiting out a short outage records it instead of leaving the plan Running for the
+    redelivery of abandoned attempts, which would send the request a second time.
+
+    A commit whose acknowledgement was lost is found by its attempt row: the retry's
+    compare-and-set then fails, and the plan's recorded state gives the result."""
+    deadline = time.monotonic() + RECORD_OUTAGE_SECONDS
+    pause = 0.25
+    retried = False
+    while True:
+        try:
+            return plan_record(plan=plan, life=life, outcome=outcome, started=started)
+        except DATABASE_UNAVAILABLE:
+            if time.monotonic() + pause > deadline:
+                raise
+            logger.warning("plan %s: the database is unreachable; recording again", plan.pk)
+        except InvalidTransition:
+            recorded = _recorded_result(plan) if retried else None
+            if recorded is None:
+                raise
+            return recorded
+        retried = True
+        connections.close_all()
+        time.sleep(pause)
+        pause = min(pause * 2, 2.0)
+
+
+def _recorded_result(plan: Plan) -> str | None:
+    """The result of this delivery's attempt when its record committed unacknowledged."""
+    number = plan.attempts_count + 1
+    if not PlanAttempt.objects.filter(plan_id=plan.pk, number=number).exists():
+        return None
+    state = str(Plan.objects.values_list("state", flat=True).get(pk=plan.pk))
+    plan.state, plan.attempts_count, plan.lease_owner = state, number, ""
+    results: dict[str, str] = {PlanState.DONE: "done", PlanState.FAILED: "failed"}
+    return results.get(state, "retry")
 
 
 def plan_execute(*, plan_id: int, token: str) -> str:
