@@ -68,11 +68,25 @@
     await Promise.all(Array.from(document.querySelectorAll("[data-fragment]"), (c) => refresh(c).catch(() => {})));
   }
 
+  // Polling stops, and the poll in flight ends, before the page reloads itself: a reload
+  // never cuts a request short.
+  let polling = true;
+  let inflight = Promise.resolve();
+
   async function poll() {
-    for (;;) {
+    while (polling) {
       await sleep(pollMs);
-      if (!document.hidden) await refreshAll();
+      if (polling && !document.hidden) {
+        inflight = refreshAll();
+        await inflight;
+      }
     }
+  }
+
+  async function reload() {
+    polling = false;
+    await inflight;
+    location.reload();
   }
 
   async function post(path, json, done) {
@@ -89,19 +103,19 @@
     participate.disabled = true;
     post(`/api/challenges/${slug}/participate/`, undefined, (body) => {
       show(body.status === "approved" ? "You take part." : "Your request waits for a host.", "ok");
-      location.reload();
+      reload();
     }).finally(() => { participate.disabled = false; });
   });
 
   const createForm = document.getElementById("team-create-form");
   if (createForm) createForm.addEventListener("submit", (event) => {
     event.preventDefault();
-    post(`/api/challenges/${slug}/teams/`, { name: document.getElementById("team-name").value.trim() }, () => location.reload());
+    post(`/api/challenges/${slug}/teams/`, { name: document.getElementById("team-name").value.trim() }, () => reload());
   });
   const joinForm = document.getElementById("team-join-form");
   if (joinForm) joinForm.addEventListener("submit", (event) => {
     event.preventDefault();
-    post(`/api/challenges/${slug}/teams/join/`, { invite_code: document.getElementById("invite-code").value.trim() }, () => location.reload());
+    post(`/api/challenges/${slug}/teams/join/`, { invite_code: document.getElementById("invite-code").value.trim() }, () => reload());
   });
 
   // Submit: the files one per request with retries (as the upload page does), then one job
@@ -157,8 +171,9 @@
       status.className = "submit-status ok";
       form.reset();
       // A first submission made a team of one: the page shows it on a fresh load.
-      if (root.dataset.hasTeam !== "true") { location.reload(); return; }
-      await refreshAll();
+      if (root.dataset.hasTeam !== "true") { await reload(); return; }
+      inflight = refreshAll();
+      await inflight;
     } catch (err) {
       status.textContent = err instanceof ApiError ? err.message : String(err);
       status.className = "submit-status error";

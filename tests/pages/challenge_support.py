@@ -10,7 +10,8 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from apps.benchmarks.models import Challenge
+from apps.benchmarks.models import Baseline, Challenge
+from apps.benchmarks.tasks import baseline_score
 from tests.benchmarks.scoring import apply_bundle, scorer_replaced
 
 #: The hidden split's accuracy the test scorer writes, and how a page would print it.
@@ -41,7 +42,8 @@ def marked_scorer(marker: str) -> dict[str, bytes]:
 
 
 def marked_challenge(host: User, *, per_day: int | None = None) -> tuple[Challenge, str]:
-    """The example challenge, open now, its scorer and reference data carrying a marker."""
+    """The example challenge, open now, its scorer and reference data carrying a marker, its
+    baselines scored (as the worker does after an apply; needs `sandbox_settings`)."""
     marker = f"hostonly-{secrets.token_hex(6)}"
     extra = {**marked_scorer(marker), f"data/ref/{marker}.txt": marker.encode()}
 
@@ -50,4 +52,7 @@ def marked_challenge(host: User, *, per_day: int | None = None) -> tuple[Challen
         if per_day is not None:
             document["phases"][0]["limits"] = {"per_day": per_day, "concurrent": 2}
 
-    return apply_bundle(host, extra=extra, change=change), marker
+    challenge = apply_bundle(host, extra=extra, change=change)
+    for baseline in Baseline.objects.filter(phase__challenge=challenge):
+        assert baseline_score(baseline.pk) == "scored"
+    return challenge, marker

@@ -1,0 +1,173 @@
+"""The challenge pages in a real Chromium against a live server on loopback: a participant
+takes part, joins a team by its code, submits a file through the page, sees the grading
+finish and the leaderboard update without a reload, and the day's remaining submissions; a
+hidden split says when it is revealed; the host console shows the scorer's logs that the
+participant's page never shows, and reveals. Gradings are the worker's task in bubblewrap.
+No page logs a console error or has a failed request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from apps.benchmarks.models import Entry
+from apps.grading.tasks import grade_job
+from apps.jobs.models import Job, JobStatus
+from tests.benchmarks.phases import enqueue, participate, submit_to_phase
+from tests.benchmarks.scoring import host_user, predictions_csv
+from tests.factories.users import make_user
+from tests.grading.conftest import sandbox_settings  # noqa: F401 - the fixture
+from tests.pages.challenge_support import HIDDEN_ACCURACY, HIDDEN_PRINTED, marked_challenge
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("sandbox_settings"),
+]
+
+
+@pytest.fixture
+def problems(page: Any) -> Iterator[list[str]]:
+    """Console errors, failed requests and error answers seen by the page; asserted empty."""
+    seen: list[str] = []
+    page.on("console", lambda m: seen.append(f"console: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: seen.append(f"page error: {e}"))
+    page.on("requestfailed", lambda r: seen.append(f"failed: {r.method} {r.url} {r.failure}"))
+    page.on(
+        "response",
+        lambda r: (
+            seen.append(f"{r.status}: {r.request.method} {r.url}") if r.status >= 400 else None
+        ),
+    )
+    yield seen
+    assert seen == []
+
+
+def _grade_when_queued(owner: User) -> Job:
+    job = Job.objects.get(owner=owner)
+    assert job.status == JobStatus.QUEUED
+    assert grade_job(job.pk) == "completed"
+    return job
+
+
+def test_a_participant_joins_a_team_submits_and_climbs_the_board(
+    page: Any,
+    login: Callable[[User], Any],
+    shots: Callable[[Any, str], Path],
+    problems: list[str],
+    client_for: Callable[[User], APIClient],
+    tmp_path: Path,
+) -> None:
+    host = host_user()
+    _, marker = marked_challenge(host, per_day=3)
+    tia = make_user(username="tia")
+    tia_api = client_for(tia)
+    assert participate(tia_api) == "approved"
+    team = tia_api.post("/api/challenges/digits/teams/", {"name": "Owls"}, format="json")
+    assert team.status_code == HTTPStatus.CREATED
+    code = team.json()["invite_code"]
+
+    pat = make_user(username="pat")
+    login(pat)
+    page.goto("/challenges/")
+    page.wait_for_selector("tr[data-slug=digits]")
+    shots(page, "challenges-list")
+    page.click("tr[data-slug=digits] a")
+    page.wait_for_selector("#participate")
+    page.click("#participate")
+    page.wait_for_selector("#invite-code")
+    page.fill("#invite-code", code)
+    page.click("#team-join")
+    page.wait_for_selector("#team-name-shown:text('Owls')")
+    assert page.inner_text("#team-members") == "tia, pat"
+    # The hidden split's tab says when it is revealed.
+    page.click("#tab-dev-private")
+    assert "revealed at" in page.inner_text("#panel-dev-private")
+    page.click("#tab-dev-public")
+    public = page.locator("#panel-dev-public table.board")
+    assert public.locator("tr.baseline").count() == 1
+    assert public.locator("tr[data-team=Owls]").count() == 0
+    shots(page, "challenge-before")
+
+    page.evaluate("() => { window.stillTheSamePage = true; }")
+    predictions = tmp_path / "predictions.csv"
+    predictions.write_bytes(predictions_csv())
+    page.set_input_files("#files-dev", str(predictions))
+    page.click("#submit-dev")
+    page.wait_for_selector("#phase-dev .submit-status.ok")
+    page.wait_for_selector("#phase-dev table.mine tr[data-status=pending]")
+    _grade_when_queued(pat)
+    # The page polls: the submission finishes, the board gains the team's row, no reload.
+    page.wait_for_selector("#phase-dev table.mine tr[data-status=completed]")
+    row = page.wait_for_selector("#panel-dev-public tr[data-team=Owls]")
+    assert row.inner_text().split("\t")[:3] == ["1", "Owls", "0.9000"]
+    assert page.evaluate("() => window.stillTheSamePage") is True
+    limits = page.inner_text("#limits-dev")
+    assert "2 left today, resets at" in limits
+    assert page.get_attribute("#limits-dev time", "datetime").endswith("T00:00:00+00:00")
+    counted = page.inner_text("#phase-dev table.mine tr[data-status=completed]")
+    assert "counted" in counted
+    shots(page, "challenge-after")
+
+    html = page.content()
+    assert marker not in html
+    assert "scorer says" not in html
+    assert repr(HIDDEN_ACCURACY) not in html and HIDDEN_PRINTED not in html
+
+
+def test_the_host_console_shows_the_scorers_logs_and_reveals(
+    page: Any,
+    login: Callable[[User], Any],
+    shots: Callable[[Any, str], Path],
+    problems: list[str],
+    client_for: Callable[[User], APIClient],
+    browser: Any,
+    live_server: Any,
+) -> None:
+    host = host_user()
+    _, marker = marked_challenge(host)
+    pat = make_user(username="pat")
+    api = client_for(pat)
+    assert participate(api) == "approved"
+    created = submit_to_phase(api, "dev", [("predictions.csv", predictions_csv())])
+    assert grade_job(enqueue(api, created.json()["submission_id"]).json()["job_id"]) == "completed"
+    assert Entry.objects.get().counted
+
+    login(host)
+    page.goto("/challenges/digits/host/")
+    entry = page.wait_for_selector("#host-phase-dev tr[data-submission-id]")
+    assert "pat" in entry.inner_text()
+    page.click("#host-phase-dev details.scoring-log summary")
+    assert f"scorer says {marker}" in page.inner_text("#host-phase-dev details.scoring-log pre")
+    assert repr(HIDDEN_ACCURACY) in page.content()
+    shots(page, "challenge-host")
+
+    # The participant, meanwhile, reads "revealed at" on the hidden tab.
+    other = browser.new_context(base_url=live_server.url, viewport={"width": 1200, "height": 900})
+    try:
+        participant = other.new_page()
+        participant.goto("/accounts/login/")
+        participant.fill("#id_username", "pat")
+        participant.fill("#id_password", "pw-for-tests")
+        participant.click("button[type=submit]")
+        participant.goto("/challenges/digits/")
+        participant.click("#tab-dev-private")
+        assert "revealed at" in participant.inner_text("#panel-dev-private")
+        assert marker not in participant.content()
+
+        page.click("#reveal-dev")
+        page.wait_for_selector("#host-phase-dev:has-text('Hidden splits revealed at')")
+        shots(page, "challenge-host-revealed")
+        # The participant's open page picks the revealed split up on its next poll.
+        participant.wait_for_selector("#panel-dev-private tr[data-team=pat]", state="attached")
+        participant.click("#tab-dev-private")
+        assert HIDDEN_PRINTED in participant.inner_text("#panel-dev-private")
+        shots(participant, "challenge-revealed")
+    finally:
+        other.close()
