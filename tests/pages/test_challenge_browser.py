@@ -7,6 +7,7 @@ No page logs a console error or has a failed request."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from pathlib import Path
@@ -118,7 +119,8 @@ def test_a_participant_joins_a_team_submits_and_climbs_the_board(
     html = page.content()
     assert marker not in html
     assert "scorer says" not in html
-    assert repr(HIDDEN_ACCURACY) not in html and HIDDEN_PRINTED not in html
+    assert repr(HIDDEN_ACCURACY) not in html
+    assert HIDDEN_PRINTED not in html
 
 
 def test_the_host_console_shows_the_scorers_logs_and_reveals(
@@ -149,7 +151,9 @@ def test_the_host_console_shows_the_scorers_logs_and_reveals(
     shots(page, "challenge-host")
 
     # The participant, meanwhile, reads "revealed at" on the hidden tab.
-    other = browser.new_context(base_url=live_server.url, viewport={"width": 1200, "height": 900})
+    other = browser.new_context(
+        base_url=live_server.url, viewport={"width": 1200, "height": 900}, timezone_id="Asia/Tokyo"
+    )
     try:
         participant = other.new_page()
         participant.goto("/accounts/login/")
@@ -160,6 +164,10 @@ def test_the_host_console_shows_the_scorers_logs_and_reveals(
         participant.click("#tab-dev-private")
         assert "revealed at" in participant.inner_text("#panel-dev-private")
         assert marker not in participant.content()
+        # Dates are the viewer's local time (Tokyo), the exact instant in `datetime`.
+        reveal = participant.locator("#panel-dev-private time")
+        assert reveal.get_attribute("datetime").endswith("+00:00")
+        assert "GMT+9" in reveal.inner_text()
 
         page.click("#reveal-dev")
         page.wait_for_selector("#host-phase-dev:has-text('Hidden splits revealed at')")
@@ -171,3 +179,54 @@ def test_the_host_console_shows_the_scorers_logs_and_reveals(
         shots(participant, "challenge-revealed")
     finally:
         other.close()
+
+
+SLOW_PROGRAM = """
+import time
+print("halfway there", flush=True)
+time.sleep(3)
+with open("/output/predictions.csv", "w") as out:
+    out.write("id,label\\n")
+print("done", flush=True)
+"""
+
+
+def test_a_running_programs_log_shows_live_on_the_participants_page(
+    page: Any,
+    login: Callable[[User], Any],
+    shots: Callable[[Any, str], Path],
+    problems: list[str],
+    client_for: Callable[[User], APIClient],
+) -> None:
+    host = host_user()
+    _, marker = marked_challenge(host)
+    pat = make_user(username="pat")
+    api = client_for(pat)
+    assert participate(api) == "approved"
+    files = [("main.py", SLOW_PROGRAM.encode()), ("config.yaml", b"{}\n")]
+    created = submit_to_phase(api, "code", files)
+    assert created.status_code == HTTPStatus.CREATED, created.json()
+    job_id = enqueue(api, created.json()["submission_id"]).json()["job_id"]
+
+    login(pat)
+    page.goto("/challenges/digits/")
+    page.click("#phase-code details.run-log summary")
+    grading = threading.Thread(target=grade_job, args=(job_id,))
+    grading.start()
+    try:
+        # One snapshot of the page: the submission still running, its log already there.
+        page.wait_for_function(
+            """() => {
+                const row = document.querySelector("#phase-code table.mine tr[data-status]");
+                const log = document.querySelector("#phase-code details.run-log[open] pre");
+                return row && row.dataset.status === "processing" && log
+                    && log.textContent.includes("halfway there");
+            }"""
+        )
+        shots(page, "challenge-live-log")
+    finally:
+        grading.join()
+    page.wait_for_selector("#phase-code table.mine tr[data-status=completed]")
+    page.wait_for_selector("#phase-code details.run-log[open] pre:has-text('done')")
+    assert marker not in page.content()
+    assert "scorer says" not in page.content()
