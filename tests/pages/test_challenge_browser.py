@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connections
 from rest_framework.test import APIClient
 
 from apps.benchmarks.models import Entry
@@ -191,6 +192,14 @@ print("done", flush=True)
 """
 
 
+def _grade_in_thread(job_id: str) -> None:
+    """The worker's task in a thread of its own, its database connection closed after."""
+    try:
+        grade_job(job_id)
+    finally:
+        connections.close_all()
+
+
 def test_a_running_programs_log_shows_live_on_the_participants_page(
     page: Any,
     login: Callable[[User], Any],
@@ -211,7 +220,7 @@ def test_a_running_programs_log_shows_live_on_the_participants_page(
     login(pat)
     page.goto("/challenges/digits/")
     page.click("#phase-code details.run-log summary")
-    grading = threading.Thread(target=grade_job, args=(job_id,))
+    grading = threading.Thread(target=_grade_in_thread, args=(job_id,))
     grading.start()
     try:
         # One snapshot of the page: the submission still running, its log already there.
