@@ -4,6 +4,7 @@ the host console and never on a participant's page, with real gradings in bubble
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from datetime import timedelta
 from http import HTTPStatus
@@ -19,7 +20,13 @@ from apps.benchmarks.models import Phase
 from apps.benchmarks.services.reveal import phase_reveal
 from apps.grading.tasks import grade_job
 from tests.benchmarks.phases import enqueue, participate, submit_to_phase
-from tests.benchmarks.scoring import apply_bundle, host_user, perfect_program, predictions_csv
+from tests.benchmarks.scoring import (
+    apply_bundle,
+    host_user,
+    perfect_program,
+    predictions_csv,
+    scorer_replaced,
+)
 from tests.factories.users import make_user
 from tests.grading.conftest import sandbox_settings  # noqa: F401 - the fixture
 from tests.pages.challenge_support import (
@@ -143,3 +150,48 @@ def test_the_hosts_secrets_reach_the_host_console_and_never_a_participants_page(
     revealed = _page(pat, "/challenges/digits/")
     assert HIDDEN_PRINTED in revealed
     assert marker not in revealed
+
+
+def test_the_description_is_markdown_without_raw_html_or_script_links() -> None:
+    readme = (
+        b"# Title\n\nSome **bold** text and [a link](https://example.org/x).\n\n"
+        b"<script>alert('raw')</script>\n\n<img src=x onerror=alert(1)>\n\n"
+        b"[click](javascript:alert(2)) and [data](data:text/html,<b>x</b>)\n"
+    )
+    apply_bundle(host_user(), extra={"README.md": readme}, change=open_now)
+    html = _page(make_user(username="reader"), "/challenges/digits/")
+    description = html.split('aria-label="Description">', 1)[1].split("</section>", 1)[0]
+    assert "<strong>bold</strong>" in description
+    assert 'href="https://example.org/x"' in description
+    assert 'rel="noopener noreferrer"' in description
+    # Raw HTML is text, never markup; script and data links are no links.
+    for markup in ("<script", "<img", 'href="javascript:', 'href="data:'):
+        assert markup not in description
+    assert "&lt;script&gt;" in description
+
+
+@pytest.mark.usefixtures("sandbox_settings")
+def test_a_crashed_scorer_is_a_refund_the_participant_reads_without_the_scorers_output(
+    client_for: Callable[[User], APIClient],
+) -> None:
+    host = host_user()
+    marker = "crash-trace-" + secrets.token_hex(6)
+    crash = f"import sys\nprint('{marker}', file=sys.stderr)\nraise SystemExit(3)\n"
+    apply_bundle(host, extra=scorer_replaced(crash), change=open_now)
+    pat = make_user(username="pat")
+    api = client_for(pat)
+    assert participate(api) == "approved"
+    created = submit_to_phase(api, "dev", [("predictions.csv", predictions_csv())])
+    job = enqueue(api, created.json()["submission_id"]).json()["job_id"]
+    assert grade_job(job) == "failed"
+
+    mine = _page(pat, "/challenges/digits/fragments/mine/?phase=dev")
+    assert "refunded: scoring_failed" in mine
+    assert "5 left today" in mine  # the refund gave the day's slot back
+    assert marker not in mine
+    assert marker not in _page(pat, "/challenges/digits/")
+    console = _page(host, "/challenges/digits/host/")
+    assert marker in console
+    refunds = console.split('id="refunds"', 1)[1].split("</section>", 1)[0]
+    assert created.json()["submission_id"][:12] in refunds
+    assert "scoring_failed" in refunds
