@@ -20,6 +20,7 @@ from apps.benchmarks.models import (
     Participant,
     Phase,
     Split,
+    Team,
     TeamGrant,
     TeamMember,
 )
@@ -235,3 +236,8 @@ def challenge_refunds(*, challenge: Challenge) -> list[Entry]:
         .select_related("team", "user", "phase", "submission")
         .order_by("-created_at", "-submission_id")
     )
+
+
+def challenge_teams(*, challenge: Challenge) -> list[Team]:
+    """The challenge's teams by name (the console's grant form)."""
+    return list(Team.objects.filter(challenge=challenge).order_by("name_folded", "id"))

@@ -27,6 +27,7 @@ from apps.benchmarks.page_selectors import (
     challenge_page,
     challenge_phase,
     challenge_refunds,
+    challenge_teams,
     phase_view,
 )
 from apps.benchmarks.selectors import challenge_get_visible, challenge_may_manage
@@ -141,6 +142,7 @@ def challenge_host_page(request: HttpRequest, slug: str) -> HttpResponse:
         "phases": phases,
         "grants": challenge_grants(challenge=challenge),
         "refunds": challenge_refunds(challenge=challenge),
+        "teams": challenge_teams(challenge=challenge),
         "poll_ms": _poll_ms(),
     }
     return render(request, "pages/challenge_host.html", context)

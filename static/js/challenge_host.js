@@ -1,4 +1,5 @@
-// /challenges/{slug}/host/: reveal a phase's hidden splits now (the reveal API, idempotent).
+// /challenges/{slug}/host/: reveal a phase's hidden splits now (the reveal API, idempotent),
+// and grant a team extra submissions (the grants API).
 "use strict";
 
 (() => {
@@ -20,4 +21,18 @@
       }
     });
   }
+
+  const grantForm = document.getElementById("grant-form");
+  if (grantForm) grantForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const value = (id) => document.getElementById(id).value;
+    const grant = { phase: value("grant-phase"), limit: value("grant-limit"), extra: Number(value("grant-extra")), reason: value("grant-reason") };
+    try {
+      await Api.request("POST", `/api/challenges/${root.dataset.slug}/teams/${value("grant-team")}/grants/`, { json: grant });
+      location.reload();
+    } catch (err) {
+      message.textContent = err.message;
+      message.className = "error";
+    }
+  });
 })();

@@ -178,6 +178,17 @@ def test_the_host_console_shows_the_scorers_logs_and_reveals(
         participant.click("#tab-dev-private")
         assert HIDDEN_PRINTED in participant.inner_text("#panel-dev-private")
         shots(participant, "challenge-revealed")
+
+        # A grant of two more today: the console lists it, the participant's page counts it.
+        assert "4 left today" in participant.inner_text("#limits-dev")
+        page.select_option("#grant-team", label="pat")
+        page.select_option("#grant-phase", value="dev")
+        page.fill("#grant-extra", "2")
+        page.fill("#grant-reason", "lost a day to an outage")
+        page.click("#grant-go")
+        page.wait_for_selector("#grants td:text('lost a day to an outage')")
+        participant.wait_for_selector("#limits-dev:has-text('6 left today')")
+        shots(page, "challenge-host-granted")
     finally:
         other.close()
 
