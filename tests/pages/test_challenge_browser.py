@@ -250,3 +250,44 @@ def test_a_running_programs_log_shows_live_on_the_participants_page(
     page.wait_for_selector("#phase-code details.run-log[open] pre:has-text('done')")
     assert marker not in page.content()
     assert "scorer says" not in page.content()
+
+
+@pytest.mark.parametrize(
+    "path", ["/challenges/", "/challenges/digits/", "/challenges/digits/host/"]
+)
+def test_the_challenge_pages_fit_a_phone_screen(
+    browser: Any,
+    live_server: Any,
+    shots: Callable[[Any, str], Path],
+    client_for: Callable[[User], APIClient],
+    path: str,
+) -> None:
+    host = host_user()
+    marked_challenge(host)
+    api = client_for(host)
+    assert participate(api) == "approved"
+    created = submit_to_phase(
+        api, "code", [("main.py", SLOW_PROGRAM.encode()), ("config.yaml", b"{}\n")]
+    )
+    assert grade_job(enqueue(api, created.json()["submission_id"]).json()["job_id"]) == "completed"
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 390, "height": 844})
+    try:
+        phone = context.new_page()
+        phone.goto("/accounts/login/")
+        phone.fill("#id_username", host.username)
+        phone.fill("#id_password", "pw-for-tests")
+        phone.click("button[type=submit]")
+        phone.goto(path)
+        phone.wait_for_selector("main table tbody tr")
+        for summary in phone.query_selector_all("details summary"):
+            summary.click()
+        overflow = phone.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        wide = phone.evaluate(
+            """() => Array.from(document.querySelectorAll("main *"))
+                .filter((e) => e.getBoundingClientRect().right > window.innerWidth)
+                .map((e) => `${e.tagName}.${e.className}`).slice(0, 12)"""
+        )
+        assert overflow <= 0, f"{path} is {overflow}px wider than a phone screen: {wide}"
+        shots(phone, "phone-" + path.strip("/").replace("/", "-"))
+    finally:
+        context.close()
