@@ -195,3 +195,18 @@ def test_a_crashed_scorer_is_a_refund_the_participant_reads_without_the_scorers_
     refunds = console.split('id="refunds"', 1)[1].split("</section>", 1)[0]
     assert created.json()["submission_id"][:12] in refunds
     assert "scoring_failed" in refunds
+
+
+@pytest.mark.parametrize("public", [True, False])
+def test_a_visitor_reads_a_public_challenge_and_its_boards_as_the_api_allows(
+    settings: Any, public: bool
+) -> None:
+    settings.LEADERBOARD_PUBLIC = public
+    apply_bundle(host_user(), change=open_now)
+    html = _page(None, "/challenges/digits/")
+    assert "Log in</a> to take part" in html
+    assert 'id="participate"' not in html
+    board = _page(None, "/challenges/digits/fragments/board/?phase=dev")
+    assert ("No scores yet." in board) is public
+    assert ("Log in to read this leaderboard." in board) is not public
+    assert 'data-slug="digits"' in _page(None, "/challenges/")
