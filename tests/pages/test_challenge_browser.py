@@ -221,16 +221,22 @@ def test_a_running_programs_log_shows_live_on_the_participants_page(
     host = host_user()
     _, marker = marked_challenge(host)
     pat = make_user(username="pat")
+    login(pat)
+    page.goto("/challenges/digits/")
+    page.click("#participate")
+    page.fill("#team-name", "Lynx")
+    page.click("#team-create")
+    page.wait_for_selector("#team-name-shown:text('Lynx')")
+    assert page.inner_text("#team-members") == "pat"
+    assert page.inner_text("#invite-code-shown")
+
+    # A program submitted (from a script, as the client does) shows on the open page.
     api = client_for(pat)
-    assert participate(api) == "approved"
     files = [("main.py", SLOW_PROGRAM.encode()), ("config.yaml", b"{}\n")]
     created = submit_to_phase(api, "code", files)
     assert created.status_code == HTTPStatus.CREATED, created.json()
     job_id = enqueue(api, created.json()["submission_id"]).json()["job_id"]
-
-    login(pat)
-    page.goto("/challenges/digits/")
-    page.click("#phase-code details.run-log summary")
+    page.click("#phase-code table.mine tr[data-status=pending] + tr details.run-log summary")
     grading = threading.Thread(target=_grade_in_thread, args=(job_id,))
     grading.start()
     try:
