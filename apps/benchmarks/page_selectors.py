@@ -147,12 +147,17 @@ def run_logs(submission_ids: list[str]) -> dict[str, str]:
     return logs
 
 
-def phase_view(*, phase: Phase, user: AnyUser, in_team: bool, now: dt.datetime) -> PhaseView:
+def phase_view(
+    *, phase: Phase, user: AnyUser, in_team: bool, now: dt.datetime, boards: bool = True
+) -> PhaseView:
+    """The phase as its section shows it: its leaderboard tabs (unless `boards` is off) and,
+    for a member of a team (`in_team`), the team's limits and submissions with their logs."""
+    splits = phase.splits.all() if boards else []
     view = PhaseView(
         phase=phase,
         status=phase_status(phase, now),
         metrics=list(phase.metrics.all()),
-        tabs=[board_tab(phase=phase, split=split, user=user) for split in phase.splits.all()],
+        tabs=[board_tab(phase=phase, split=split, user=user) for split in splits],
         reveal_at=reveal_moment(phase),
     )
     if in_team and user.is_authenticated:

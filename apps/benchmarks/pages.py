@@ -31,7 +31,6 @@ from apps.benchmarks.page_selectors import (
     phase_view,
 )
 from apps.benchmarks.selectors import challenge_get_visible, challenge_may_manage
-from apps.benchmarks.team_selectors import phase_mine
 from apps.core.exceptions import DomainError
 from apps.core.exceptions import PermissionDenied as DomainPermissionDenied
 
@@ -115,8 +114,10 @@ def challenge_mine_fragment(request: HttpRequest, slug: str) -> HttpResponse:
     if not request.user.is_authenticated:
         raise Http404("Not signed in.")
     phase = _phase_or_404(request, slug)
-    phase_mine(user=request.user, slug=slug, phase_slug=phase.slug)  # 404 without a team
-    view = phase_view(phase=phase, user=request.user, in_team=True, now=timezone.now())
+    # NotFound (404) without a team in the challenge.
+    view = phase_view(
+        phase=phase, user=request.user, in_team=True, now=timezone.now(), boards=False
+    )
     return render(request, "pages/challenge/mine.html", {"view": view})
 
 
