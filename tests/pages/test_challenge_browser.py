@@ -21,6 +21,8 @@ from rest_framework.test import APIClient
 from apps.benchmarks.models import Entry
 from apps.grading.tasks import grade_job
 from apps.jobs.models import Job, JobStatus
+from apps.submissions.models import Submission
+from tests import faults
 from tests.benchmarks.phases import enqueue, participate, submit_to_phase
 from tests.benchmarks.scoring import host_user, predictions_csv
 from tests.factories.users import make_user
@@ -297,3 +299,41 @@ def test_the_challenge_pages_fit_a_phone_screen(
         shots(phone, "phone-" + path.strip("/").replace("/", "-"))
     finally:
         context.close()
+
+
+def test_the_page_retries_a_submission_the_server_answered_503(
+    page: Any,
+    login: Callable[[User], Any],
+    shots: Callable[[Any, str], Path],
+    tmp_path: Path,
+) -> None:
+    """The page's upload is the upload page's: a 5xx is retried with backoff, one submission
+    and one job come of it."""
+    marked_challenge(host_user())
+    pat = make_user(username="pat")
+    login(pat)
+    page.goto("/challenges/digits/")
+    page.click("#participate")
+    page.wait_for_selector("#team-name")
+    answers: list[int] = []
+    page.on(
+        "response",
+        lambda r: answers.append(r.status) if r.url.endswith("/api/submissions/") else None,
+    )
+    faults.fail_next(
+        lambda request: request.method == "POST" and request.path == "/api/submissions/", times=2
+    )
+    try:
+        predictions = tmp_path / "predictions.csv"
+        predictions.write_bytes(predictions_csv())
+        page.set_input_files("#files-dev", str(predictions))
+        page.click("#submit-dev")
+        # The first submission made a team of one: the page reloads to show it.
+        page.wait_for_selector("#team-name-shown:text('pat')")
+    finally:
+        faults.clear()
+    assert answers == [503, 503, 201]
+    assert Submission.objects.filter(owner=pat).count() == 1
+    assert Job.objects.filter(owner=pat).count() == 1
+    page.wait_for_selector("#phase-dev table.mine tr[data-status=pending]")
+    shots(page, "challenge-after-retries")
