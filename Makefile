@@ -53,6 +53,7 @@ run: migrate
 	@echo "  Docs:    http://127.0.0.1:$(PORT)/api/docs/"
 	@echo "  Admin:   http://127.0.0.1:$(PORT)/admin/   (admin / password above)"
 	@echo "  Pages:   http://127.0.0.1:$(PORT)/submit/  /jobs/  /leaderboard/  /review/"
+	@echo "           http://127.0.0.1:$(PORT)/challenges/  (benchmarks: docs/benchmarks-guide.md)"
 	@echo "  Health:  http://127.0.0.1:$(PORT)/healthz   Metrics: /metrics   Ops: /ops/"
 	@echo "  Client:  $(BIN)/yoyaku login --url http://127.0.0.1:$(PORT) --token <demo token above>"
 	@echo "           $(BIN)/yoyaku submit examples/hello --wait"

@@ -47,6 +47,7 @@ urlpatterns = [
     path("jobs/<str:job_id>/", JobDetailPage.as_view(), name="job-detail"),
     path("leaderboard/", LeaderboardPage.as_view(), name="leaderboard"),
     path("review/", ReviewPage.as_view(), name="review"),
+    path("", include("apps.benchmarks.page_urls")),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
     path("ops/", ops_page, name="ops"),
