@@ -58,7 +58,7 @@ class RescoreProgress:
 
 def rescore_workers() -> int:
     """How many work chains one rescore runs at once (RESCORE_WORKERS, at least 1)."""
-    return max(1, int(getattr(settings, "RESCORE_WORKERS", 1)))
+    return max(1, int(settings.RESCORE_WORKERS))
 
 
 def rescore_chains_enqueue(*, rescore_id: int, chains: int | None = None) -> None:
