@@ -5,7 +5,7 @@ chains), against the isolated-run throughput of the same scorer on W threads (th
 run; then the grading latency of new phase submissions, one at a time, without a rescore and
 during one.
 
-    python bench/rescore.py [--n 200] [--workers 2] [--new 6]
+    python bench/rescore.py [--n 100] [--workers 2] [--new 6]
 
 A fresh SQLite database in a temporary folder (or DATABASE_URL's PostgreSQL server, in a
 throwaway database), the ORM broker. Targets: rescore / isolated >= 0.8; latency during a
@@ -255,7 +255,7 @@ def _run(workdir: Path, n: int, workers: int, new: int) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--n", type=int, default=int(os.environ.get("BENCH_RESCORE_N", 200)))
+    parser.add_argument("--n", type=int, default=int(os.environ.get("BENCH_RESCORE_N", 100)))
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--new", type=int, default=6)
     parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
