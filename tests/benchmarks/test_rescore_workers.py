@@ -142,3 +142,40 @@ def test_a_slow_rescore_switches_in_one_step_and_survives_a_killed_worker(
     assert all(Entry.objects.values_list("counted", flat=True))
     me_after = client_for(users[0]).get("/api/challenges/digits/phases/dev/me/").json()
     assert me_after["limits"] == me_before["limits"]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("sandbox_settings")
+def test_a_stopped_worker_gives_its_item_back_uncounted(
+    start_cluster: Any,  # noqa: F811 - the fixture
+) -> None:
+    from django_q.brokers.orm import ORM
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+    from django_q.tasks import async_task
+
+    host = host_user()
+    challenge = apply_bundle(host)
+    dev = phase_of(challenge, "dev")
+    graded(
+        *phase_submission(make_user(username="sol"), dev, {"predictions.csv": predictions_csv()})
+    )
+    Entry.objects.update(counted=True)
+    marker = sleep_argument(30)
+    new_scorer(host, sleep=marker)
+    OrmQ.objects.all().delete()
+    rescore = Rescore.objects.get(phase=dev, version=2)
+    cluster = start_cluster("stopped", GRADING_TIMEOUT="40", Q_TIMEOUT="90", Q_RETRY="120")
+    async_task("apps.benchmarks.tasks.rescore_next", rescore.pk, broker=ORM(list_key=Conf.PREFIX))
+    wait_for(lambda: bool(processes_with_argument(marker)), 60, "the slow scorer to run")
+
+    cluster.send_signal(signal.SIGTERM)
+    cluster.wait(timeout=15)  # not the scorer's 30 s
+
+    assert not processes_with_argument(marker)
+    statuses = list(RescoreItem.objects.filter(rescore=rescore).values_list("status", "attempts"))
+    assert ("processing", 1) not in statuses
+    assert sorted(statuses) == [("pending", 0), ("pending", 0)]  # the entry and the baseline
+    assert OrmQ.objects.count() == 1  # the chain, enqueued again for the next worker
+    assert Phase.objects.get(pk=dev.pk).scoring_version == 1

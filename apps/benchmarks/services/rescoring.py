@@ -40,6 +40,7 @@ from apps.benchmarks.services.rescores import (
 )
 from apps.benchmarks.services.scores import baseline_scores_record, entry_scores_record
 from apps.benchmarks.services.scoring import phase_scoring_plan
+from apps.core.cluster import WorkerStopping, interruptible, worker_leave, worker_stopping
 from apps.grading.baselines import bundle_folder_score, kept_predictions_score
 from apps.grading.grader import GradingFile
 from apps.grading.leases import grading_lease_seconds
@@ -202,9 +203,27 @@ def _record(*, taken: _Taken, item: RescoreItem, version: int, result: GradingRe
     return "done" if scored else "failed"
 
 
+def _give_back(taken: _Taken) -> None:
+    """A stopping worker's item goes back to `pending`, its attempt uncounted."""
+    RescoreItem.objects.filter(
+        pk=taken.item_id, status=RescoreItemStatus.PROCESSING, lease_token=taken.token
+    ).update(
+        status=RescoreItemStatus.PENDING,
+        lease_token="",
+        lease_expires_at=None,
+        attempts=F("attempts") - 1,
+    )
+
+
 def rescore_next(*, rescore_id: int) -> str:
     """Score one open item of the rescore, then go on (see the module docstring). Returns
-    `idle` (nothing free), `done`, `failed` or `lease_lost`."""
+    `idle` (nothing free), `done`, `failed` or `lease_lost`; a worker that is stopping
+    (SIGTERM, `apps.core.cluster`) gives the item back and enqueues the chain again
+    (`interrupted`, or `requeued` when it had not started)."""
+    if worker_stopping():
+        rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
+        worker_leave()
+        return "requeued"
     taken = _item_take(rescore_id=rescore_id)
     if taken is None:
         rescore_switch_if_complete(rescore_id=rescore_id)
@@ -216,14 +235,23 @@ def rescore_next(*, rescore_id: int) -> str:
     renewer = None if connection.in_atomic_block else _Renewer(taken)
     if renewer is not None:
         renewer.start()
+    result: GradingResult | None = None
     try:
-        result = _score(item, version)
+        with interruptible():
+            result = _score(item, version)
+    except WorkerStopping:
+        pass  # given back below, once the renewer no longer renews the lease
     except Exception as exc:
         logger.exception("rescore: scoring item %s raised", item.pk)
         result = _failed(f"The scorer could not be run: {type(exc).__name__}: {exc}")
     finally:
         if renewer is not None:
             renewer.stop()
+    if result is None:
+        _give_back(taken)
+        rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
+        worker_leave()
+        return "interrupted"
     outcome = _record(taken=taken, item=item, version=version, result=result)
     logger.info("rescore: item %s of v%s: %s", item.pk, version, outcome)
     rescore_switch_if_complete(rescore_id=rescore_id)
