@@ -121,6 +121,7 @@ def test_a_slow_rescore_switches_in_one_step_and_survives_a_killed_worker(
         120,
         "the re-delivered work to finish the rescore",
     )
+    wait_for(lambda: poller.seen[-1][0] == 2, 30, "the poller to read the new version")
     poller.stopped.set()
     poller.join(timeout=10)
     second.send_signal(signal.SIGTERM)
