@@ -81,3 +81,11 @@ class RevealNotDue(DomainError):
     code = "reveal_not_due"
     http_status = HTTPStatus.CONFLICT
     default_message = "This phase's reveal time has not come."
+
+
+class RescoreNotRunning(DomainError):
+    """Cancelling when the phase has no rescore running (none, switched, or cancelled)."""
+
+    code = "rescore_not_running"
+    http_status = HTTPStatus.CONFLICT
+    default_message = "This phase has no rescore running."

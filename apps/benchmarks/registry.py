@@ -12,7 +12,7 @@ from apps.benchmarks.services.scoring import EntryPhaseProvider
 from apps.benchmarks.services.storage import KIND as ORPHAN_BUNDLES
 from apps.benchmarks.services.storage import stored_bundles_cleanup
 from apps.core.cleanup import register_cleanup
-from apps.core.queue import PHASES_REVEAL_OVERDUE
+from apps.core.queue import PHASES_REVEAL_OVERDUE, RESCORES_REAP
 from apps.core.schedules import PeriodicTask, register_periodic_task
 from apps.grading.fault_hooks import register_platform_fault_hook
 from apps.grading.phases import phase_provider_register
@@ -34,6 +34,11 @@ phase_provider_register(EntryPhaseProvider())
 # The reveal's safety net: a phase whose reveal time passed long ago is revealed.
 register_periodic_task(
     PeriodicTask(name="yoyaku.benchmarks.reveal_overdue", func=PHASES_REVEAL_OVERDUE, minutes=1)
+)
+
+# Rescores whose work chains were lost (a cluster that died on the Redis broker) start again.
+register_periodic_task(
+    PeriodicTask(name="yoyaku.benchmarks.rescores_reap", func=RESCORES_REAP, minutes=1)
 )
 
 register_cleanup(

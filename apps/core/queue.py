@@ -30,6 +30,8 @@ PLANS_FIRE_DUE = "apps.schedule.tasks.watcher_pass_periodic"
 TASK_RUN = "apps.schedule.tasks.task_run"
 BASELINE_SCORE = "apps.benchmarks.tasks.baseline_score"
 PHASES_REVEAL_OVERDUE = "apps.benchmarks.reveal_tasks.phases_reveal_overdue_periodic"
+RESCORE_NEXT = "apps.benchmarks.tasks.rescore_next"
+RESCORES_REAP = "apps.benchmarks.tasks.rescores_reap_periodic"
 
 TASKS = (
     GRADE_JOB,
@@ -41,6 +43,8 @@ TASKS = (
     TASK_RUN,
     BASELINE_SCORE,
     PHASES_REVEAL_OVERDUE,
+    RESCORE_NEXT,
+    RESCORES_REAP,
 )
 # Every task's failure counter exists at 0 in each process that can enqueue, so rates and
 # alerts on it see 0 before the first failure.

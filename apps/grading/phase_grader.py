@@ -26,6 +26,7 @@ from pathlib import Path
 from apps.core.archives import ArchiveError
 from apps.grading.bundle_cache import bundle_folders_materialize
 from apps.grading.isolation import BUBBLEWRAP, Limits, input_folder, input_folder_hand_over
+from apps.grading.kept_predictions import predictions_keep
 from apps.grading.phase_results import (
     phase_no_predictions,
     phase_result_from_score,
@@ -162,8 +163,14 @@ def phase_grade(
             return phase_run_failed(plan, run, timeout=limits.wall_seconds)
         if not any(predictions.iterdir()):
             return phase_no_predictions(plan, logs=run.logs)
+        kept = predictions_keep(plan, predictions)
         input_folder_hand_over(predictions, isolation=BUBBLEWRAP)
         score = score_stage_run(
             plan, predictions=predictions, folders=folders, backend=backend, limits=limits
         )
-    return phase_result_from_score(plan, score, logs=run.logs, timeout=limits.wall_seconds)
+    result = phase_result_from_score(plan, score, logs=run.logs, timeout=limits.wall_seconds)
+    if kept and result.phase is not None:
+        result = dataclasses.replace(
+            result, phase=dataclasses.replace(result.phase, kept_predictions=kept)
+        )
+    return result

@@ -49,6 +49,9 @@ class ScoringPlan:
     input_data: BundleFolder | None = None
     timeout_seconds: int | None = None
     memory_mb: int | None = None
+    # Code phases: the storage folder the run stage's predictions are kept under, so that a
+    # later scoring version scores them again without running the program (SPEC §11.6).
+    keep_predictions_under: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class PhaseOutcome:
     failure: str = ""
     scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     scoring_logs: str = ""
+    # The stored archive of a code phase's predictions (`keep_predictions_under`), if kept.
+    kept_predictions: str = ""
 
 
 class PhaseProvider(Protocol):

@@ -163,3 +163,8 @@ if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
+
+# --- Rescoring (SPEC §11.6) -------------------------------------------------------------------
+# Work chains per rescore: at most this many workers score old submissions in a new scoring
+# version at once (docs/decisions.md: new submissions share the queue and keep a worker).
+RESCORE_WORKERS = int(env_number("RESCORE_WORKERS", 1))

@@ -5,6 +5,11 @@ from apps.benchmarks.api.board_views import (
     PhaseSubmissionsApi,
     SubmissionFinalApi,
 )
+from apps.benchmarks.api.rescore import (
+    PhaseRescoreApi,
+    PhaseRescoreCancelApi,
+    PhaseRescoreRetryApi,
+)
 from apps.benchmarks.api.reveal import PhaseRevealApi
 from apps.benchmarks.api.teams import (
     PhaseMineApi,
@@ -81,5 +86,24 @@ urlpatterns += [
         "challenges/<slug:slug>/phases/<slug:phase>/me/",
         PhaseMineApi.as_view(),
         name="challenge-phase-me",
+    ),
+]
+
+# Rescoring in a new scoring version (SPEC §11.6).
+urlpatterns += [
+    path(
+        "challenges/<slug:slug>/phases/<slug:phase>/rescore/",
+        PhaseRescoreApi.as_view(),
+        name="challenge-phase-rescore",
+    ),
+    path(
+        "challenges/<slug:slug>/phases/<slug:phase>/rescore/retry/",
+        PhaseRescoreRetryApi.as_view(),
+        name="challenge-phase-rescore-retry",
+    ),
+    path(
+        "challenges/<slug:slug>/phases/<slug:phase>/rescore/cancel/",
+        PhaseRescoreCancelApi.as_view(),
+        name="challenge-phase-rescore-cancel",
     ),
 ]

@@ -1,6 +1,6 @@
 """The benchmarks app's tables: challenges as bundles describe them (`challenges`), teams
 (`teams`), hosts' grants of extra submissions (`grants`), phase submissions and their scores
-(`scores`)."""
+(`scores`), rescores in a new scoring version (`rescores`)."""
 
 from apps.benchmarks.models.challenges import (
     Baseline,
@@ -19,6 +19,7 @@ from apps.benchmarks.models.challenges import (
     Visibility,
 )
 from apps.benchmarks.models.grants import GrantLimit, TeamGrant
+from apps.benchmarks.models.rescores import Rescore, RescoreItem, RescoreItemStatus, RescoreState
 from apps.benchmarks.models.scores import Entry, Score, TeamBest
 from apps.benchmarks.models.teams import Team, TeamMember
 
@@ -35,6 +36,10 @@ __all__ = [
     "Participation",
     "Phase",
     "PhaseKind",
+    "Rescore",
+    "RescoreItem",
+    "RescoreItemStatus",
+    "RescoreState",
     "Reveal",
     "Score",
     "ScoringVersion",

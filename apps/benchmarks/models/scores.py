@@ -43,6 +43,9 @@ class Entry(models.Model):
     # The scoring program's output and the platform's account of a scoring failure: for
     # hosts and staff only, never shown to a participant.
     scoring_logs = models.TextField(blank=True, default="")
+    # A code phase's predictions as its run stage left them (a stored .tar.gz), scored again
+    # by each new scoring version (SPEC §11.6); "" for a predictions phase (its files are).
+    kept_predictions = models.CharField(max_length=300, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

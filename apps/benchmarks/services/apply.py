@@ -36,6 +36,7 @@ from apps.benchmarks.selectors import challenge_get, challenge_may_manage
 from apps.benchmarks.services.bundle_archive import BundleArchive
 from apps.benchmarks.services.config import ChallengeConfig, PhaseConfig, bundle_config
 from apps.benchmarks.services.plan import PlanOp, bundle_plan, config_from_challenge, plan_changes
+from apps.benchmarks.services.rescores import rescore_begin
 from apps.benchmarks.services.reveal import challenge_reveals_sync
 from apps.benchmarks.services.scoring import baselines_score_enqueue
 from apps.core.exceptions import PermissionDenied
@@ -103,7 +104,7 @@ def _phase_write(challenge: Challenge, config: PhaseConfig, order: int) -> None:
     phase, _ = Phase.objects.update_or_create(
         challenge=challenge, slug=config.slug, defaults=values
     )
-    _scoring_version_keep(phase, config, challenge.bundle_file)
+    new_version = _scoring_version_keep(phase, config, challenge.bundle_file)
     phase.metrics.all().delete()
     phase.splits.all().delete()
     Metric.objects.bulk_create(
@@ -122,18 +123,23 @@ def _phase_write(challenge: Challenge, config: PhaseConfig, order: int) -> None:
         for i, name in enumerate(config.splits)
     )
     _baselines_write(phase, config)
+    if new_version:
+        # Every counted, completed entry and every baseline is scored in it (§11.6); the
+        # leaderboard keeps serving the current version until they all are.
+        rescore_begin(phase=phase, version=new_version)
 
 
-def _scoring_version_keep(phase: Phase, config: PhaseConfig, bundle_file: str) -> None:
+def _scoring_version_keep(phase: Phase, config: PhaseConfig, bundle_file: str) -> int:
     """Version 1 for a new phase; version n+1 when the scoring program or the reference data
-    changed by digest (§11.6). Any other change keeps the version."""
+    changed by digest (§11.6). Any other change keeps the version. Returns the number of a
+    version that needs a rescore (n+1 of an existing phase), else 0."""
     current = phase.scoring_versions.order_by("-number").first()
     program = config.digests["scoring_program"]
     reference = config.digests["reference_data"]
     if current is not None and (
         current.scoring_program_digest == program and current.reference_data_digest == reference
     ):
-        return
+        return 0
     number = 1 if current is None else current.number + 1
     ScoringVersion.objects.create(
         phase=phase,
@@ -148,6 +154,8 @@ def _scoring_version_keep(phase: Phase, config: PhaseConfig, bundle_file: str) -
     if current is None:
         Phase.objects.filter(pk=phase.pk).update(scoring_version=number)
         phase.scoring_version = number
+        return 0
+    return number
 
 
 def _baselines_write(phase: Phase, config: PhaseConfig) -> None:

@@ -16,12 +16,22 @@ baseline task's service.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from django.db import IntegrityError, transaction
 
-from apps.benchmarks.models import Baseline, Challenge, Entry, Phase, Score, ScoringVersion
+from apps.benchmarks.models import (
+    Baseline,
+    Challenge,
+    Entry,
+    Phase,
+    PhaseKind,
+    Score,
+    ScoringVersion,
+)
 from apps.benchmarks.services.refunds import entry_refund
+from apps.benchmarks.services.rescores import rescore_entry_add
 from apps.benchmarks.services.scores import baseline_scores_record, entry_scores_record
 from apps.core.queue import BASELINE_SCORE, enqueue_on_commit
 from apps.grading.baselines import bundle_folder_score
@@ -29,10 +39,17 @@ from apps.grading.phases import SCORING_FAILED, BundleFolder, PhaseOutcome, Scor
 
 logger = logging.getLogger(__name__)
 
+# Storage folder of code phases' kept predictions: <prefix>/<challenge id>/<submission id>/.
+KEPT_PREFIX = "kept-predictions"
 
-def phase_scoring_plan(phase: Phase, *, bundle_file: str) -> ScoringPlan:
-    """The plan of `phase`'s current scoring version; `bundle_file` holds its input data."""
-    version = ScoringVersion.objects.get(phase=phase, number=phase.scoring_version)
+
+def phase_scoring_plan(
+    phase: Phase, *, bundle_file: str, version_number: int | None = None
+) -> ScoringPlan:
+    """The plan of `phase`'s scoring version `version_number` (default: the one it serves);
+    `bundle_file` holds its input data."""
+    number = phase.scoring_version if version_number is None else version_number
+    version = ScoringVersion.objects.get(phase=phase, number=number)
     input_data = None
     if phase.input_data:
         input_data = BundleFolder(bundle_file, phase.input_data, phase.input_data_digest)
@@ -62,7 +79,11 @@ def entry_scoring_plan(*, submission_id: str) -> ScoringPlan | None:
     )
     if entry is None:
         return None
-    return phase_scoring_plan(entry.phase, bundle_file=entry.phase.challenge.bundle_file)
+    plan = phase_scoring_plan(entry.phase, bundle_file=entry.phase.challenge.bundle_file)
+    if plan.kind == PhaseKind.CODE:  # its predictions are kept for later versions (§11.6)
+        keep = f"{KEPT_PREFIX}/{entry.phase.challenge_id}/{submission_id}/"
+        plan = dataclasses.replace(plan, keep_predictions_under=keep)
+    return plan
 
 
 def entry_outcome_record(*, submission_id: str, outcome: PhaseOutcome) -> None:
@@ -73,10 +94,14 @@ def entry_outcome_record(*, submission_id: str, outcome: PhaseOutcome) -> None:
         raise RuntimeError("entry_outcome_record runs inside the result's transaction")
     entry = Entry.objects.select_related("phase", "submission").get(submission_id=submission_id)
     Entry.objects.filter(pk=entry.pk).update(
-        failure=outcome.failure, scoring_logs=outcome.scoring_logs
+        failure=outcome.failure,
+        scoring_logs=outcome.scoring_logs,
+        kept_predictions=outcome.kept_predictions,
     )
     if not outcome.failure and outcome.scores:
         entry_scores_record(entry=entry, version=outcome.version, splits=outcome.scores)
+        if entry.counted:  # graded in an older version while a newer one is scored
+            rescore_entry_add(entry=entry, version=outcome.version)
     if outcome.failure == SCORING_FAILED:  # the platform's fault: refunded (SPEC §11.4)
         entry_refund(submission_id=submission_id, reason=SCORING_FAILED)
 

@@ -47,6 +47,7 @@ from yoyaku_client.cli.files import download, review_show
 from yoyaku_client.cli.jobs import JOB_COMMANDS, job, jobs, logs
 from yoyaku_client.cli.leaderboard import leaderboard, questions
 from yoyaku_client.cli.quota import QUOTA_COMMANDS, quota, reserve
+from yoyaku_client.cli.rescore import rescore
 from yoyaku_client.cli.review import review
 from yoyaku_client.cli.schedule import schedule
 from yoyaku_client.cli.submissions import submissions
@@ -89,7 +90,7 @@ for _command in (login, whoami, submit, jobs, job, logs, quota, reserve, leaderb
     cli.add_command(_command)
 for _command in (submissions, download, review, schedule, token):
     cli.add_command(_command)
-for _command in (challenges, challenge, team, final):
+for _command in (challenges, challenge, team, final, rescore):
     cli.add_command(_command)
 for _spec in (*JOB_COMMANDS, *QUOTA_COMMANDS):
     cli.add_command(id_command(_spec))

@@ -55,6 +55,14 @@ class ChallengesApi(ApiBase):
         )
         return result
 
+    def phase_rescore(self, slug: str, phase: str) -> dict[str, Any]:
+        """`GET .../phases/{phase}/rescore/` (hosts): the newest rescore's `version`, `done`,
+        `failed`, `total`, `state` and the `scoring_version` the leaderboard serves."""
+        result: dict[str, Any] = self._json(
+            "GET", f"/challenges/{_seg(slug)}/phases/{_seg(phase)}/rescore/"
+        )
+        return result
+
     def create_team(self, slug: str, name: str) -> dict[str, Any]:
         """`POST .../teams/`: a new team with you in it. Not repeated after a lost answer."""
         result: dict[str, Any] = self._json(

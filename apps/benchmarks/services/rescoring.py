@@ -1,0 +1,283 @@
+"""Rescore work (SPEC §11.6): one item at a time per work chain, leased like a grading.
+
+`rescore_next(rescore_id)` is the task's service. It takes one item of a live rescore by a
+compare-and-set UPDATE (a `pending` item, or a `processing` one whose lease expired: the
+worker that held it died), runs stage 2 alone on the item's kept predictions with no
+transaction held while a thread renews the lease, then writes the outcome only if the lease
+is still its own: the item `done` with the entry's (or baseline's) scores in the rescore's
+version, or `failed` with the reason for hosts. The scores' unique constraint
+(entry|baseline, version, split) and the item's (rescore, entry|baseline) make each
+(submission, version) scored once however often a task is delivered or a worker dies. Then it
+switches the leaderboard if nothing is left open, and enqueues itself again (one chain keeps
+at most one worker busy: `RESCORE_WORKERS` chains per rescore, so that new submissions, on
+the same queue, always find a worker). An item whose lease expired `GRADING_MAX_ATTEMPTS`
+times fails `worker_lost`.
+
+`rescores_reap`: every minute, a live rescore with open items and no chain seen working
+for a lease's length gets its chains again (a Redis broker never re-delivers the task of a
+cluster that died).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import secrets
+import threading
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, connection, connections, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from apps.benchmarks.models import Entry, Rescore, RescoreItem, RescoreItemStatus, RescoreState
+from apps.benchmarks.services.rescores import (
+    LIVE,
+    OPEN,
+    rescore_chains_enqueue,
+    rescore_switch_if_complete,
+)
+from apps.benchmarks.services.scores import baseline_scores_record, entry_scores_record
+from apps.benchmarks.services.scoring import phase_scoring_plan
+from apps.core.cluster import WorkerStopping, interruptible, worker_leave, worker_stopping
+from apps.grading.baselines import bundle_folder_score, kept_predictions_score
+from apps.grading.grader import GradingFile
+from apps.grading.leases import grading_lease_seconds
+from apps.grading.phase_results import storable_text
+from apps.grading.phases import SCORING_FAILED, BundleFolder
+from apps.grading.results import GradingResult
+from apps.submissions.selectors import submission_file_list
+
+logger = logging.getLogger(__name__)
+
+WORKER_LOST = "worker_lost"
+_CANDIDATES = 8
+
+
+@dataclass(frozen=True)
+class _Taken:
+    item_id: int
+    token: str
+
+
+def _expired_or_pending(now: dt.datetime) -> Q:
+    return Q(status=RescoreItemStatus.PENDING) | Q(
+        status=RescoreItemStatus.PROCESSING, lease_expires_at__lt=now
+    )
+
+
+def _item_take(*, rescore_id: int) -> _Taken | None:
+    """Lease one open item of the live rescore, or None when none is free."""
+    max_attempts = int(settings.GRADING_MAX_ATTEMPTS)
+    while True:
+        now = timezone.now()
+        rows = list(
+            RescoreItem.objects.filter(
+                _expired_or_pending(now), rescore_id=rescore_id, rescore__state__in=LIVE
+            )
+            .order_by("pk")
+            .values_list("pk", "status", "attempts", "lease_token")[:_CANDIDATES]
+        )
+        if not rows:
+            return None
+        for pk, status, attempts, old in rows:
+            same = {"pk": pk, "status": status, "attempts": attempts, "lease_token": old}
+            if status == RescoreItemStatus.PROCESSING and attempts >= max_attempts:
+                RescoreItem.objects.filter(**same).update(
+                    status=RescoreItemStatus.FAILED,
+                    failure=WORKER_LOST,
+                    logs=f"The worker was lost {attempts} times while scoring.",
+                    lease_expires_at=None,
+                    finished_at=now,
+                )
+                continue
+            token = secrets.token_hex(16)
+            expires = now + dt.timedelta(seconds=grading_lease_seconds())
+            if RescoreItem.objects.filter(**same).update(
+                status=RescoreItemStatus.PROCESSING,
+                lease_token=token,
+                lease_expires_at=expires,
+                attempts=F("attempts") + 1,
+            ):
+                return _Taken(pk, token)
+
+
+class _Renewer(threading.Thread):
+    """Renews the item's lease every third of its length while its scorer runs."""
+
+    def __init__(self, taken: _Taken) -> None:
+        super().__init__(name=f"rescore-{taken.item_id}", daemon=True)
+        self.taken = taken
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        seconds = grading_lease_seconds()
+        try:
+            while not self.stopped.wait(max(0.5, seconds / 3)):
+                expires = timezone.now() + dt.timedelta(seconds=seconds)
+                if not RescoreItem.objects.filter(
+                    pk=self.taken.item_id,
+                    status=RescoreItemStatus.PROCESSING,
+                    lease_token=self.taken.token,
+                ).update(lease_expires_at=expires):
+                    return
+        except Exception:
+            logger.exception("rescore: cannot renew the lease of item %s", self.taken.item_id)
+        finally:
+            connections.close_all()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=30)
+
+
+def _score(item: RescoreItem, version: int) -> GradingResult:
+    """Stage 2 of `version` on the item's kept predictions (no transaction held)."""
+    if item.entry_id is not None:
+        entry = Entry.objects.select_related("phase", "phase__challenge").get(pk=item.entry_id)
+        phase = entry.phase
+        plan = phase_scoring_plan(
+            phase, bundle_file=phase.challenge.bundle_file, version_number=version
+        )
+        if phase.kind == "code":
+            if not entry.kept_predictions:
+                return _failed("the run stage's predictions were not kept")
+            files: tuple[GradingFile, ...] = (
+                GradingFile(filename="predictions.tar.gz", storage_name=entry.kept_predictions),
+            )
+            return kept_predictions_score(plan=plan, files=files, kept_archive="predictions.tar.gz")
+        files = tuple(
+            GradingFile(filename=f.filename, storage_name=f.storage_name)
+            for f in submission_file_list(submission=entry.submission)
+        )
+        return kept_predictions_score(plan=plan, files=files)
+    if item.baseline is None:
+        return _failed("the item names neither a submission nor a baseline")
+    phase = item.baseline.phase
+    bundle_file = phase.challenge.bundle_file
+    plan = phase_scoring_plan(phase, bundle_file=bundle_file, version_number=version)
+    folder = BundleFolder(bundle_file, item.baseline.folder, item.baseline.digest)
+    return bundle_folder_score(plan=plan, predictions=folder)
+
+
+def _failed(reason: str) -> GradingResult:
+    return GradingResult(outcome="failed", reason=reason)
+
+
+def _record(*, taken: _Taken, item: RescoreItem, version: int, result: GradingResult) -> str:
+    """Write the outcome under the lease; `done`, `failed` or `lease_lost`."""
+    outcome = result.phase
+    scored = outcome is not None and not outcome.failure and bool(outcome.scores)
+    if outcome is None:
+        failure, logs = SCORING_FAILED, result.reason
+    else:
+        failure = "" if scored else (outcome.failure or SCORING_FAILED)
+        logs = outcome.scoring_logs or result.reason
+    with transaction.atomic():
+        written = RescoreItem.objects.filter(
+            pk=taken.item_id, status=RescoreItemStatus.PROCESSING, lease_token=taken.token
+        ).update(
+            status=RescoreItemStatus.DONE if scored else RescoreItemStatus.FAILED,
+            failure=failure,
+            logs=storable_text(logs),
+            lease_expires_at=None,
+            finished_at=timezone.now(),
+        )
+        if not written:
+            return "lease_lost"
+        if scored and outcome is not None:
+            try:
+                with transaction.atomic():
+                    if item.entry_id is not None:
+                        entry = Entry.objects.select_related("phase", "submission").get(
+                            pk=item.entry_id
+                        )
+                        entry_scores_record(entry=entry, version=version, splits=outcome.scores)
+                    elif item.baseline is not None:
+                        baseline_scores_record(
+                            baseline=item.baseline, version=version, splits=outcome.scores
+                        )
+            except IntegrityError:
+                logger.warning("rescore: item %s was already scored in v%s", item.pk, version)
+    return "done" if scored else "failed"
+
+
+def _give_back(taken: _Taken) -> None:
+    """A stopping worker's item goes back to `pending`, its attempt uncounted."""
+    RescoreItem.objects.filter(
+        pk=taken.item_id, status=RescoreItemStatus.PROCESSING, lease_token=taken.token
+    ).update(
+        status=RescoreItemStatus.PENDING,
+        lease_token="",
+        lease_expires_at=None,
+        attempts=F("attempts") - 1,
+    )
+
+
+def rescore_next(*, rescore_id: int) -> str:
+    """Score one open item of the rescore, then go on (see the module docstring). Returns
+    `idle` (nothing free), `done`, `failed` or `lease_lost`; a worker that is stopping
+    (SIGTERM, `apps.core.cluster`) gives the item back and enqueues the chain again
+    (`interrupted`, or `requeued` when it had not started)."""
+    if worker_stopping():
+        rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
+        worker_leave()
+        return "requeued"
+    taken = _item_take(rescore_id=rescore_id)
+    if taken is None:
+        rescore_switch_if_complete(rescore_id=rescore_id)
+        return "idle"
+    item = RescoreItem.objects.select_related(
+        "rescore", "baseline", "baseline__phase", "baseline__phase__challenge"
+    ).get(pk=taken.item_id)
+    version = item.rescore.version
+    renewer = None if connection.in_atomic_block else _Renewer(taken)
+    if renewer is not None:
+        renewer.start()
+    result: GradingResult | None = None
+    try:
+        with interruptible():
+            result = _score(item, version)
+    except WorkerStopping:
+        pass  # given back below, once the renewer no longer renews the lease
+    except Exception as exc:
+        logger.exception("rescore: scoring item %s raised", item.pk)
+        result = _failed(f"The scorer could not be run: {type(exc).__name__}: {exc}")
+    finally:
+        if renewer is not None:
+            renewer.stop()
+    if result is None:
+        _give_back(taken)
+        rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
+        worker_leave()
+        return "interrupted"
+    outcome = _record(taken=taken, item=item, version=version, result=result)
+    logger.info("rescore: item %s of v%s: %s", item.pk, version, outcome)
+    rescore_switch_if_complete(rescore_id=rescore_id)
+    rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
+    return outcome
+
+
+def rescores_reap(*, now: dt.datetime | None = None) -> int:
+    """Start the chains of every live rescore with open items and no chain seen working for
+    a lease's length. Returns how many rescores were restarted."""
+    now = now or timezone.now()
+    quiet = now - dt.timedelta(seconds=grading_lease_seconds())
+    restarted = 0
+    for rescore in Rescore.objects.filter(state__in=LIVE):
+        items = rescore.items.all()
+        if not items.filter(status__in=OPEN).exists():
+            if rescore.state == RescoreState.RUNNING:
+                rescore_switch_if_complete(rescore_id=rescore.pk)
+            continue
+        if not items.filter(_expired_or_pending(now)).exists():
+            continue
+        working = items.filter(
+            Q(status=RescoreItemStatus.PROCESSING, lease_expires_at__gte=now)
+            | Q(finished_at__gte=quiet)
+        ).exists()
+        if not working:
+            rescore_chains_enqueue(rescore_id=rescore.pk)
+            restarted += 1
+    return restarted
