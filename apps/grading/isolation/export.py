@@ -25,6 +25,7 @@ from typing import IO
 
 from apps.core.archive_readers.errors import ArchiveError
 from apps.core.archive_readers.tar import CheckedTarFile, CheckedTarInfo
+from apps.core.archives import MAX_MEMBER_DEPTH
 from apps.grading.isolation.limits import MAX_METRICS_BYTES
 
 MAX_OUTPUT_MEMBERS = 10000
@@ -53,6 +54,8 @@ def output_unpack(stream: IO[bytes], target: Path, *, max_bytes: int) -> str:
                     continue
                 if name.startswith(("/", "../")) or name == "..":
                     return f"The output folder's archive names {member.name!r}."
+                if name.count("/") > MAX_MEMBER_DEPTH:
+                    return f"The output folder holds a path deeper than {MAX_MEMBER_DEPTH} folders."
                 path = target / name
                 if member.isdir():
                     path.mkdir(mode=0o755, parents=True, exist_ok=True)
