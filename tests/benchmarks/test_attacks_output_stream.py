@@ -7,8 +7,10 @@ The program shares its runner's uid, so it may write the runner's memory through
 as the output folder's tar stream. Read by plain `tarfile` (found): a chain of GNU long-name
 headers was a RecursionError in the worker, which made the grading a platform fault
 (`scoring_failed`, refunded: a free submission, as often as wanted); a long name or a pax header
-was read whole into the worker's memory. Now the stream is read as uploads are, and a forged
-one is the participant's own failure, counted."""
+was read whole into the worker's memory; a 20-digit exit status overflowed the attempt's
+`exit_code` column when the result was written (the task raised, the lease ran out, and after
+GRADING_MAX_ATTEMPTS the worker was "lost": refunded). Now the stream is read as uploads are,
+a status is only 0-255, and a forged report is the participant's own failure, counted."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ def padded(data):
     return data + b"\0" * (-len(data) % 512)
 HEADERS
 body = b"id,label\n"
-stream = (b"0\nN\n" + headers + header("forged.csv", tarfile.REGTYPE, len(body))
+stream = (STATUS + b"\nN\n" + headers + header("forged.csv", tarfile.REGTYPE, len(body))
           + padded(body) + b"\0" * 1024)
 open("/tmp/forged", "wb").write(stream)
 patched = 0
@@ -79,12 +81,12 @@ STREAMS = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(STREAMS))
-def test_a_forged_output_stream_is_the_participants_own_counted_failure(
-    user: User, kind: str
-) -> None:
+def _forged_and_graded(user: User, *, headers: str, status: bytes = b"0") -> Submission:
+    """A code submission forging its runner's report (`status`, no result file) and output
+    stream (`headers`, then one member), enqueued, counted and graded: it must fail as the
+    participant's own doing, counted, the scorer never run."""
     challenge = apply_bundle(host_user())
-    code = FORGER.replace("HEADERS", STREAMS[kind])
+    code = FORGER.replace("HEADERS", headers).replace("STATUS", repr(status))
     submission = phase_draft(user, phase_of(challenge, "code"), {})
     Submission.objects.filter(pk=submission.pk).update(kind=SubmissionKind.CODE)
     for filename, content in program(code).items():
@@ -97,6 +99,21 @@ def test_a_forged_output_stream_is_the_participants_own_counted_failure(
     assert submission.status == "failed"
     assert entry.failure != SCORING_FAILED, entry.scoring_logs  # no platform fault
     assert (entry.counted, entry.refund_reason) == (True, "")  # it counts: no free submission
-    assert "The output folder's archive was refused" in submission.status_reason
     assert entry.scores.count() == 0
     assert entry.scoring_logs == ""  # the scorer never ran on the forged folder
+    return submission
+
+
+@pytest.mark.parametrize("kind", sorted(STREAMS))
+def test_a_forged_output_stream_is_the_participants_own_counted_failure(
+    user: User, kind: str
+) -> None:
+    submission = _forged_and_graded(user, headers=STREAMS[kind])
+    assert "The output folder's archive was refused" in submission.status_reason
+
+
+def test_a_forged_exit_status_out_of_range_is_the_participants_own_counted_failure(
+    user: User,
+) -> None:
+    submission = _forged_and_graded(user, headers="headers = b''", status=b"9" * 20)
+    assert "exit status out of range" in submission.status_reason
