@@ -44,7 +44,9 @@ def phase_mine(*, user: AbstractBaseUser, slug: str, phase_slug: str) -> PhaseMi
         raise NotFound("You are not in a team of this challenge.")
     phase = access.phase
     team = member.team
-    hidden = set(Split.objects.filter(phase=phase, hidden=True).values_list("name", flat=True))
+    # Allowed by name: a split the phase no longer names (a bundle dropped or renamed it, and
+    # its scores stay in the version) is as hidden as it was.
+    public = set(Split.objects.filter(phase=phase, hidden=False).values_list("name", flat=True))
     visible_hidden = phase.revealed_at is not None or access.manage
     entries = list(
         Entry.objects.filter(phase=phase, team=team)
@@ -56,7 +58,7 @@ def phase_mine(*, user: AbstractBaseUser, slug: str, phase_slug: str) -> PhaseMi
         entry_id__in=[e.pk for e in entries], version=phase.scoring_version
     ).values_list("entry_id", "split", "values")
     for entry_id, split, values in rows:
-        if split in hidden and not visible_hidden:
+        if split not in public and not visible_hidden:
             continue
         scores[entry_id][split] = dict(values)
     return PhaseMine(

@@ -35,6 +35,7 @@ from apps.core.validation import contains_nul, name_display_problem
 __all__ = [
     "INVALID",
     "MAX_HEADER_FIELD",
+    "MAX_MEMBER_DEPTH",
     "UNSAFE",
     "ArchiveError",
     "ArchiveMember",
@@ -51,6 +52,9 @@ CHUNK = 1024 * 1024
 # Listing a stored archive counts no bytes: the upload check bounded them already.
 _NO_LIMIT = 1 << 62
 _DRIVE = re.compile(r"^[A-Za-z]:")
+#: Folders a member's path may pass through. The grader walks what it unpacks with Python
+#: 3.11's recursive `os.walk` and `shutil.rmtree`: 1,500 levels were a RecursionError.
+MAX_MEMBER_DEPTH = 64
 
 
 def archive_kind(name: str) -> str | None:
@@ -75,6 +79,8 @@ def member_problem(name: str) -> str | None:
         return f"a path that leaves the archive ({name})"
     if not parts:
         return f"a member with no name ({name})"
+    if len(parts) > MAX_MEMBER_DEPTH + 1:
+        return f"a path deeper than {MAX_MEMBER_DEPTH} folders ({name[:200]}...)"
     shown = name_display_problem(name, path=True)
     return None if shown is None else f"a member name with {shown} ({name!r})"
 

@@ -60,6 +60,17 @@ def code_point(char: str) -> str:
     return f"U+{ord(char):04X}" + (f" ({name})" if name else "")
 
 
+def text_display_problem(text: str) -> str | None:
+    """The first character of `text` that would keep a name shown to others (a team's name on
+    a public leaderboard) from reading as what it is: a control, format (bidirectional,
+    zero-width), line or paragraph separator character; None when there is none."""
+    for char in text:
+        hidden = _HIDDEN_CATEGORIES.get(unicodedata.category(char))
+        if hidden is not None:
+            return f"{code_point(char)}, {hidden}"
+    return None
+
+
 def name_display_problem(name: str, *, path: bool = False) -> str | None:
     """What in `name` would keep it from being shown as what it is (a phrase to follow
     "contains"), or None when nothing would.

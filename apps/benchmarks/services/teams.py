@@ -26,6 +26,7 @@ from apps.benchmarks.models import Challenge, Entry, ParticipantStatus, Team, Te
 from apps.benchmarks.selectors import challenge_get_seen, participant_get
 from apps.benchmarks.team_exceptions import AlreadyInTeam, TeamFull, TeamLocked, TeamNameTaken
 from apps.core.exceptions import InvalidRequest, NotFound
+from apps.core.validation import text_display_problem
 from apps.submissions.models import filename_fold
 
 
@@ -100,6 +101,10 @@ def team_create(*, user: AbstractBaseUser, slug: str, name: str) -> TeamView:
     name = name.strip()
     if not name:
         raise InvalidRequest("name: This field may not be blank.", fields={"name": ["Required."]})
+    shown = text_display_problem(name)
+    if shown is not None:
+        # Every participant reads the name on the leaderboard: no reordered or invisible text.
+        raise InvalidRequest(f"name: contains {shown}.", fields={"name": [f"Contains {shown}."]})
     _refuse_if_in_team(_current_member(challenge, user))
     try:
         with transaction.atomic():

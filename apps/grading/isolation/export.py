@@ -6,6 +6,12 @@ a program can forge it (same uid), so it is read as hostile: only folders and re
 are written, under normal relative names, at most `MAX_OUTPUT_MEMBERS` of them and
 `max_bytes` in all; links, devices and FIFOs are left out. Nothing written is ever followed:
 the host folder holds no link, so a later name cannot lead out of it.
+
+The stream is read as uploads are (`apps.core.archive_readers.tar`): `tarfile` with header
+extensions bounded before it reads them. A program that rewrites its runner's script in
+memory (`/proc/<runner>/mem`: same uid) makes the runner send any bytes; read by plain
+`tarfile`, a chain of GNU long-name headers was a RecursionError in the worker (a platform
+fault: a free, refunded submission) and a 64 KiB pax header a gigabyte of the worker's memory.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ import tarfile
 from pathlib import Path
 from typing import IO
 
+from apps.core.archive_readers.errors import ArchiveError
+from apps.core.archive_readers.tar import CheckedTarFile, CheckedTarInfo
+from apps.core.archives import MAX_MEMBER_DEPTH
 from apps.grading.isolation.limits import MAX_METRICS_BYTES
 
 MAX_OUTPUT_MEMBERS = 10000
@@ -26,9 +35,18 @@ def output_unpack(stream: IO[bytes], target: Path, *, max_bytes: int) -> str:
     """Unpack the tar stream into the folder `target`; "" on success, else the problem (what
     was written before it stays)."""
     total = 0
+    count = 0
     try:
-        with tarfile.open(fileobj=stream, mode="r|") as archive:
-            for count, member in enumerate(archive, start=1):
+        with CheckedTarFile.open(
+            fileobj=stream,
+            mode="r|",
+            tarinfo=CheckedTarInfo,
+            encoding="utf-8",
+            errors="surrogateescape",
+        ) as archive:
+            while (member := archive.next()) is not None:
+                archive.members.clear()  # type: ignore[attr-defined]  # streaming keeps all
+                count += 1
                 if count > MAX_OUTPUT_MEMBERS:
                     return f"The output folder holds more than {MAX_OUTPUT_MEMBERS} entries."
                 name = posixpath.normpath(member.name)
@@ -36,6 +54,8 @@ def output_unpack(stream: IO[bytes], target: Path, *, max_bytes: int) -> str:
                     continue
                 if name.startswith(("/", "../")) or name == "..":
                     return f"The output folder's archive names {member.name!r}."
+                if name.count("/") > MAX_MEMBER_DEPTH:
+                    return f"The output folder holds a path deeper than {MAX_MEMBER_DEPTH} folders."
                 path = target / name
                 if member.isdir():
                     path.mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -44,6 +64,8 @@ def output_unpack(stream: IO[bytes], target: Path, *, max_bytes: int) -> str:
                     if total > max_bytes:
                         return f"The output folder holds more than {max_bytes} bytes."
                     _write(archive, member, path)
+    except ArchiveError as exc:
+        return f"The output folder's archive was refused: {exc}"
     except (tarfile.TarError, OSError) as exc:
         return f"The output folder could not be read: {exc}"
     return ""

@@ -323,6 +323,12 @@ def _parse_result(raw: bytes, outcome: Outcome, *, bwrap_status: int, name: str)
             f"(bubblewrap exit status {bwrap_status}); see the logs."
         )
         return
+    if not 0 <= status <= 255:
+        # sh reports 0-255; anything else was written by a program that took over its runner
+        # (a 20-digit status overflowed the attempt's exit_code column in the worker).
+        outcome.exit_code = bwrap_status
+        outcome.error = f"The sandbox reported an exit status out of range ({head[:32]!r})."
+        return
     if status == COPY_FAILED:
         outcome.exit_code = status
         outcome.error = SCRATCH_TOO_SMALL
