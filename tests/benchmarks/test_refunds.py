@@ -116,6 +116,30 @@ def test_a_cancelled_queued_job_is_refunded(user: User, settings: Any) -> None:
     assert scrape(settings).value("yoyaku_phase_refunds_total", reason="cancelled") - before == 1
 
 
+def test_a_cancelled_regrade_of_a_graded_submission_is_not_refunded(
+    user: User, sandbox_settings: Any
+) -> None:
+    """The attacker's loop: staff regrade a scored phase submission; its owner, having seen the
+    public score, cancels the queued regrade to get the slot back. The earlier outcome stands:
+    the entry still counts and the next submission is refused."""
+    from apps.benchmarks.models import Score
+    from apps.review.services import submission_regrade
+
+    staff = User.objects.create_user("regrader", password="x", is_staff=True)
+    phase = phase_of(_challenge(), "dev")
+    submission, job = _enqueued(user, phase, PREDICTIONS)
+    _, _, entry = graded(submission, job)
+    assert Score.objects.filter(entry=entry).exists()
+
+    regrade = submission_regrade(user=staff, submission_id=submission.pk).job
+    job_cancel(job_id=regrade.pk, user=user)
+
+    assert Job.objects.get(pk=regrade.pk).status == JobStatus.CANCELLED
+    assert _entry(submission) == (True, "")
+    assert Score.objects.filter(entry=entry).exists()
+    _next_is_refused(user, phase, PREDICTIONS)
+
+
 def test_a_job_cancelled_while_grading_still_counts(user: User) -> None:
     phase = phase_of(_challenge(), "dev")
     submission, job = _enqueued(user, phase, PREDICTIONS)

@@ -2,7 +2,8 @@
 it failed through no fault of the participant. Each is written where its transition is, in
 the same transaction, through the hooks the lower apps call:
 
-- `cancelled` — its job was cancelled before grading started (`apps.jobs.cancel_hooks`);
+- `cancelled` — its job was cancelled before grading started, and it was never graded (a
+  cancelled regrade refunds nothing) (`apps.jobs.cancel_hooks`);
 - `worker_lost` — the worker was lost `GRADING_MAX_ATTEMPTS` times (`apps.grading.fault_hooks`);
 - `scoring_failed` — the scorer failed, or the platform could not run it (the grader refused
   or raised): recorded with the result (`entry_outcome_record`).
@@ -44,9 +45,18 @@ def entry_refund(*, submission_id: str, reason: str) -> bool:
 
 
 def entry_refund_on_cancel(*, submission_id: str, started: bool) -> None:
-    """The jobs app's cancel hook: refunded only when grading had not started."""
-    if not started:
+    """The jobs app's cancel hook: refunded only when grading had not started, and only for a
+    submission never graded before. A cancelled regrade leaves the earlier outcome standing:
+    its owner has seen the scores (or the failure), so cancelling must not buy the slot back."""
+    if not started and not _graded_before(submission_id):
         entry_refund(submission_id=submission_id, reason=CANCELLED)
+
+
+def _graded_before(submission_id: str) -> bool:
+    return (
+        Score.objects.filter(entry_id=submission_id).exists()
+        or Entry.objects.filter(pk=submission_id).exclude(failure="").exists()
+    )
 
 
 def entry_refund_on_fault(*, submission_id: str, fault: str) -> None:
