@@ -32,6 +32,8 @@ from urllib.parse import quote, urlparse
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.benchlib.databases import postgres_recreate  # noqa: E402
+from bench.benchlib.quick import quick  # noqa: E402
 from bench.raw_sql import _psql_admin  # noqa: E402
 from bench.upload import start_server  # noqa: E402
 
@@ -201,8 +203,7 @@ def _timed(port: int, token: str, path: str) -> float:
 
 def main() -> int:
     name = urlparse(DB_URL).path.lstrip("/")
-    _psql_admin(f'DROP DATABASE IF EXISTS "{name}"')
-    _psql_admin(f'CREATE DATABASE "{name}"')
+    postgres_recreate(DB_URL)
     work = Path(tempfile.mkdtemp(prefix="yoyaku-bench-leaderboard-"))
     os.environ["DATABASE_URL"] = DB_URL
     server = None
@@ -265,7 +266,8 @@ def main() -> int:
         big = ("Seq Scan on benchmarks_score", "Seq Scan on benchmarks_teambest")
         no_scan = not any(scan in plan for plan in plans for scan in big)
         print(f"\nteam-best index in every plan: {uses_index}; no scan of the scores: {no_scan}")
-        return 0 if worst <= TARGET_RATIO * job and uses_index and no_scan else 1
+        met = worst <= TARGET_RATIO * job and uses_index and no_scan
+        return 0 if met or quick() else 1  # the quick mode's tiny tables judge nothing
     finally:
         if server is not None:
             server.terminate()
