@@ -173,7 +173,7 @@ class Client:
 def start_server(
     work: Path, worker_class: str | None = None, **extra_env: str
 ) -> tuple[subprocess.Popen[bytes], int, str, dict[str, str]]:
-    web = web_start(work, workers=sized(5, 2), timeout=300, worker_class=worker_class, **extra_env)
+    web = web_start(work, workers=sized(5, 1), timeout=300, worker_class=worker_class, **extra_env)
     return web.process, web.port, web.token, web.env
 
 
