@@ -16,6 +16,7 @@ are left out.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -141,11 +142,18 @@ def _quick(scripts: list[Path], flags: list[str]) -> int:
     env.update({QUICK_FLAG: "1", PG_TEMPLATE: template.rsplit("/", 1)[1], "LOG_LEVEL": "WARNING"})
     env[SQLITE_TEMPLATE] = str(sqlite)
     made: list[str] = []
+    migrating = 0.0
     try:
         postgres_recreate(template)  # empty: migrated below, then copied per script
         made.append(template)
         _migrate_templates(env, {"postgres": template, "sqlite": f"sqlite:///{sqlite}"})
-        print(f"quick: templates migrated in {time.monotonic() - started:.1f} s", flush=True)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        migrating = children.ru_utime + children.ru_stime
+        print(
+            f"quick: templates migrated in {time.monotonic() - started:.1f} s, "
+            f"CPU {migrating:.1f} s",
+            flush=True,
+        )
         lock = threading.Lock()
 
         def one(script: Path) -> tuple[str, bool, float]:
@@ -154,27 +162,32 @@ def _quick(scripts: list[Path], flags: list[str]) -> int:
             made.append(url)
             run_env = {**env, **extra, "BENCH_DATABASE_URL": url}
             begun = time.monotonic()
-            done = subprocess.run(
+            process = subprocess.Popen(
                 [sys.executable, str(script), *args, *flags],
                 cwd=HERE.parent,
                 env=run_env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                text=True,
-                check=False,
             )
-            seconds = time.monotonic() - begun
-            ok = done.returncode == 0 and marker in done.stdout
-            (HERE / "results" / f"{script.stem}.quick.txt").write_text(done.stdout)
+            assert process.stdout is not None
+            output = process.stdout.read().decode(errors="replace")
+            # Its own CPU time and its children's (servers, workers), apart from the other job's.
+            _, status, usage = os.wait4(process.pid, 0)
+            process.returncode = code = os.waitstatus_to_exitcode(status)
+            seconds, cpu = time.monotonic() - begun, usage.ru_utime + usage.ru_stime
+            ok = code == 0 and marker in output
+            (HERE / "results" / f"{script.stem}.quick.txt").write_text(output)
             with lock:
-                verdict = "ok" if ok else f"FAILED (exit {done.returncode}, table line {marker!r})"
-                print(f"== {script.name}: {verdict} in {seconds:.1f} s", flush=True)
+                verdict = "ok" if ok else f"FAILED (exit {code}, table line {marker!r})"
+                print(
+                    f"== {script.name}: {verdict} in {seconds:.1f} s, {cpu:.1f} s CPU", flush=True
+                )
                 if not ok:
-                    sys.stdout.write(done.stdout[-6000:])
+                    sys.stdout.write(output[-6000:])
                 else:
-                    sys.stdout.write("".join(f"   {line}\n" for line in _table(done.stdout)))
+                    sys.stdout.write("".join(f"   {line}\n" for line in _table(output)))
                 sys.stdout.flush()
-            return script.name, ok, seconds
+            return script.name, ok, cpu
 
         with ThreadPoolExecutor(QUICK_JOBS) as pool:
             outcomes = list(pool.map(one, scripts))
@@ -183,7 +196,11 @@ def _quick(scripts: list[Path], flags: list[str]) -> int:
             postgres_drop(url)
     failed = [name for name, ok, _ in outcomes if not ok]
     total = time.monotonic() - started
-    print(f"quick: {len(outcomes)} scripts in {total:.1f} s (load {os.getloadavg()[0]:.1f})")
+    cpu = migrating + sum(cpu for _, _, cpu in outcomes)
+    print(
+        f"quick: {len(outcomes)} scripts in {total:.1f} s, their CPU {cpu:.1f} s "
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+    )
     if failed:
         print("failed: " + ", ".join(failed))
         return 1

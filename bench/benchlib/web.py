@@ -19,6 +19,7 @@ from bench.benchlib.databases import sqlite_url
 ROOT = Path(__file__).resolve().parent.parent.parent
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 GUNICORN = str(ROOT / ".venv" / "bin" / "gunicorn")
+MIGRATE = "from django.core.management import call_command\ncall_command('migrate', verbosity=0)"
 MAKE_USER = """
 from django.contrib.auth.models import User
 from apps.core.services import token_create
@@ -80,10 +81,14 @@ def web_start(
     env = web_env(work, **extra_env)
     (work / "media").mkdir()
     (work / "incoming").mkdir()
-    manage = [PYTHON, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=env, cwd=ROOT, check=True)
+    # One interpreter migrates and runs `setup` (Django starts once, not twice).
+    code = f"{MIGRATE}\n{setup}"
     made = subprocess.run(
-        [*manage, "shell", "-c", setup], env=env, cwd=ROOT, check=True, capture_output=True
+        [PYTHON, str(ROOT / "manage.py"), "shell", "-c", code],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
     )
     token = made.stdout.decode().strip().splitlines()[-1]
     port = free_port()
