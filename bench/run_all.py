@@ -65,7 +65,10 @@ QUICK: dict[str, tuple[list[str], dict[str, str], str]] = {
         "burst:",
     ),
     "schedule_backlog": (
-        [*("--backlog", "2", "--plans", "3", "--spread", "1", "--runs", "1", "--lead", "4")],
+        [
+            *("--backlog", "2", "--plans", "3", "--spread", "1", "--runs", "1", "--lead", "4"),
+            *("--slow-kind", "sleep"),  # the backlog's tasks sleep: no CPU burnt for nothing
+        ],
         {"BOOKING_PLAN_WATCH_INTERVAL": "1000"},
         "lateness p99",
     ),
