@@ -39,10 +39,13 @@ def breakdown(
     )
     seccomp_program()  # built once per process, as in a worker
 
-    def run(*, filter_: bool, masks: bool, command: list[str], launcher: list[str]) -> Way:
+    def run(
+        *, filter_: bool, masks: bool, command: list[str], launcher: list[str], nested: bool = True
+    ) -> Way:
         def way() -> None:
             with seccomp_fd() as fd, proc_mask(limits) as mask:
-                options = [*base]
+                # The product's user namespaces: its own, and no more inside (a nested one).
+                options = [*base, *(["--unshare-user", "--disable-userns"] if nested else [])]
                 fds: list[int] = []
                 if filter_:
                     options += ["--seccomp", str(fd)]
@@ -57,7 +60,8 @@ def breakdown(
         return way
 
     ways: list[tuple[str, Way]] = [
-        ("bare bwrap", run(filter_=False, masks=False, command=program, launcher=[])),
+        ("bare bwrap", run(filter_=False, masks=False, command=program, launcher=[], nested=False)),
+        ("+ --disable-userns", run(filter_=False, masks=False, command=program, launcher=[])),
         ("+ seccomp filter", run(filter_=True, masks=False, command=program, launcher=[])),
         ("+ /proc masks", run(filter_=True, masks=True, command=program, launcher=[])),
         (
