@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -197,6 +198,7 @@ def _quick(scripts: list[Path], flags: list[str]) -> int:
     finally:
         for url in made:
             postgres_drop(url)
+        shutil.rmtree(work, ignore_errors=True)
     failed = [name for name, ok, _ in outcomes if not ok]
     total = time.monotonic() - started
     cpu = migrating + sum(cpu for _, _, cpu in outcomes)
