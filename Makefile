@@ -31,8 +31,8 @@ $(RUN_STAMP): requirements/base.txt requirements/client.txt client/pyproject.tom
 	$(PIP) --quiet --upgrade pip
 	$(PIP) --progress-bar on -r requirements/base.txt -r requirements/client.txt
 	$(PIP) --no-deps -e ./client
-	# The client's byte code, once (an editable install has none, and PYTHONDONTWRITEBYTECODE
-	# would make every `yoyaku` start compile ~45 modules again: +0.15 s CPU per command).
+# The client's byte code, once (an editable install has none, and PYTHONDONTWRITEBYTECODE
+# would make every `yoyaku` start compile ~45 modules again: +0.15 s CPU per command).
 	$(BIN)/python -m compileall -q client/yoyaku_client
 	touch $(RUN_STAMP)
 
