@@ -27,8 +27,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,8 +40,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON = str(ROOT / ".venv" / "bin" / "python")
-GUNICORN = str(ROOT / ".venv" / "bin" / "gunicorn")
+sys.path.insert(0, str(ROOT))
+
+from bench.benchlib.web import print_log_tail, web_start, web_stop  # noqa: E402
+
 EXAMPLE = ROOT / "examples" / "benchmarks" / "digits"
 MB = 1024 * 1024
 CHUNK = MB
@@ -58,12 +58,6 @@ u = User.objects.get(pk=u.pk)
 u.api_tokens.filter(name="bench").delete()
 print(token_create(user=u, name="bench", scopes=["host", "read"]).token)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def status_kb(pid: int, field: str) -> int:
@@ -190,53 +184,10 @@ def post_bundle(port: int, token: str, source: Path) -> tuple[int, dict[str, Any
 
 
 def start_server(work: Path, body_limit: int) -> tuple[subprocess.Popen[bytes], int, str]:
-    env = dict(os.environ)
-    env.setdefault("DATABASE_URL", f"sqlite:///{work / 'bench.sqlite3'}")
-    env.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DEBUG": "false",
-            "SECRET_KEY": "bench-only-secret",
-            "SCHEDULE_WEBHOOK_SECRET": "whsec_YmVuY2gtb25seS15b3lha3Utd2ViaG9vay1zZWNyZXQ=",
-            "MEDIA_ROOT": str(work / "media"),
-            "FILE_UPLOAD_TEMP_DIR": str(work / "incoming"),
-            "MAX_REQUEST_BODY_SIZE": str(body_limit),
-            "LOG_LEVEL": "ERROR",
-            "PYTHONWARNINGS": "ignore::UserWarning",
-        }
+    web = web_start(
+        work, workers=1, timeout=600, setup=SETUP, MAX_REQUEST_BODY_SIZE=str(body_limit)
     )
-    (work / "media").mkdir()
-    (work / "incoming").mkdir()
-    manage = [PYTHON, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=env, cwd=ROOT, check=True)
-    made = subprocess.run(
-        [*manage, "shell", "-c", SETUP], env=env, cwd=ROOT, check=True, capture_output=True
-    )
-    token = made.stdout.decode().strip().splitlines()[-1]
-    port = free_port()
-    with (work / "server.log").open("wb") as log:
-        server = subprocess.Popen(
-            [
-                *(GUNICORN, "config.wsgi", "-c", "config/gunicorn.py"),
-                *("--bind", f"127.0.0.1:{port}", "--workers", "1"),
-                *("--timeout", "600", "--log-level", "warning"),
-            ],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/healthz")
-            conn.getresponse().read()
-            conn.close()
-            return server, port, token
-        time.sleep(0.1)
-    server.kill()
-    raise RuntimeError("gunicorn did not start: " + (work / "server.log").read_text()[-2000:])
+    return web.process, web.port, web.token
 
 
 def one_run(
@@ -332,17 +283,10 @@ def main() -> int:
         worst = max(growth[-1], sampled[-1], refused["growth_mb"])
         return 0 if worst <= TARGET_MB else 1
     except BaseException:
-        log = work / "server.log"
-        if log.exists():
-            print(log.read_text()[-4000:], file=sys.stderr)
+        print_log_tail(work)
         raise
     finally:
-        if server is not None:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        web_stop(server)
         shutil.rmtree(work, ignore_errors=True)
 
 

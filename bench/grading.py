@@ -21,6 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.benchlib.databases import postgres_recreate, sqlite_url  # noqa: E402
 
 # The sandbox lets nothing out but the logs and metrics.json: program runs are counted as
 # grading attempts (one per lease; a skipped duplicate delivery takes none).
@@ -39,14 +42,10 @@ def _environment(workdir: Path, workers: int) -> dict[str, str]:
     base = os.environ.get("DATABASE_URL", "")
     if base.startswith("postgres"):
         name = f"yoyaku_bench_{os.getpid()}"
-        subprocess.run(
-            ["createdb", "-h", "127.0.0.1", "-U", "postgres", name],
-            check=False,
-            capture_output=True,
-        )
         url = base.rsplit("/", 1)[0] + "/" + name
+        postgres_recreate(url)
     else:
-        url = f"sqlite:///{workdir / 'bench.sqlite3'}"
+        url = sqlite_url(workdir / "bench.sqlite3")
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=url,

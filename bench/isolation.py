@@ -62,6 +62,9 @@ def _timed(n: int, run: Callable[[], None]) -> list[float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=int(os.environ.get("BENCH_ISOLATION_N", 200)))
+    parser.add_argument(
+        "--breakdown", action="store_true", help="each piece's cost over bare bubblewrap"
+    )
     args, _ = parser.parse_known_args()
     probe = isolation_probe(PYTHON)
     if probe.isolation != BUBBLEWRAP or probe.bwrap is None:
@@ -106,6 +109,8 @@ def main() -> int:
             if outcome.exit_code != 0 or outcome.metrics is None:
                 raise RuntimeError(f"isolated run failed: {outcome}")
 
+        if args.breakdown:
+            return _breakdown(bwrap, bare_bwrap_argv[1:-4], folder, max(1, args.n // 10))
         for run in (bare, bare_bubblewrap, isolated):  # warm the page cache
             _timed(3, run)
         rounds: dict[str, list[float]] = {"bare": [], "bwrap": [], "isolated": []}
@@ -128,6 +133,23 @@ def main() -> int:
     added = (median["isolated"] - median["bare"]) * 1000
     print(f"isolated / bare bwrap (runs/s): {ratio:6.1%}  (target >= 80 %)")
     print(f"isolation cost over bare interpreter: {added:5.1f} ms per grading  (target <= 10 ms)")
+    return 0
+
+
+def _breakdown(bwrap: str, base: list[str], folder: Path, rounds: int) -> int:
+    from bench.benchlib.isolation_steps import breakdown
+
+    # Every way writes metrics.json, some as the sandbox uid of a root worker (setpriv).
+    (folder / "metrics.json").touch()
+    (folder / "metrics.json").chmod(0o666)
+    steps = breakdown(
+        bwrap=bwrap, base=base, python=PYTHON, folder=folder, limits=LIMITS, rounds=rounds
+    )
+    print(f"n={rounds * 5} per way, interleaved; load {os.getloadavg()[0]:.1f}")
+    before = steps[0][1]
+    for name, median in steps:
+        print(f"{name:24s} median {median * 1000:6.1f} ms  (+{(median - before) * 1000:5.1f} ms)")
+        before = median
     return 0
 
 

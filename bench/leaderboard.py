@@ -32,6 +32,8 @@ from urllib.parse import quote, urlparse
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.benchlib.databases import postgres_recreate  # noqa: E402
+from bench.benchlib.quick import quick  # noqa: E402
 from bench.raw_sql import _psql_admin  # noqa: E402
 from bench.upload import start_server  # noqa: E402
 
@@ -201,8 +203,7 @@ def _timed(port: int, token: str, path: str) -> float:
 
 def main() -> int:
     name = urlparse(DB_URL).path.lstrip("/")
-    _psql_admin(f'DROP DATABASE IF EXISTS "{name}"')
-    _psql_admin(f'CREATE DATABASE "{name}"')
+    postgres_recreate(DB_URL)
     work = Path(tempfile.mkdtemp(prefix="yoyaku-bench-leaderboard-"))
     os.environ["DATABASE_URL"] = DB_URL
     server = None
@@ -222,10 +223,12 @@ def main() -> int:
             f"loaded {SUBMISSIONS:,} submissions of {TEAMS:,} teams "
             f"in {time.perf_counter() - started:.0f} s (gunicorn 5 workers, PostgreSQL)"
         )
-        cursor = _next(port, token, BOARD + "?offset=4900")
+        # Page 50 of the board (the quick mode's smaller board: its second-to-last page).
+        far = min(4900, max(TEAMS - 150, 0))
+        cursor = _next(port, token, BOARD + f"?offset={far}")
         kinds = {
             "leaderboard page 1 (100 rows)": BOARD,
-            "leaderboard page at offset 5,000": BOARD + "?offset=5000",
+            "leaderboard page at offset 5,000": BOARD + f"?offset={far + 100}",
             "leaderboard page 5,000 by cursor": BOARD + "?cursor=" + quote(cursor),
             "GET /api/jobs/{id}/ (one row)": f"/api/jobs/{job_id}/",
         }
@@ -265,7 +268,8 @@ def main() -> int:
         big = ("Seq Scan on benchmarks_score", "Seq Scan on benchmarks_teambest")
         no_scan = not any(scan in plan for plan in plans for scan in big)
         print(f"\nteam-best index in every plan: {uses_index}; no scan of the scores: {no_scan}")
-        return 0 if worst <= TARGET_RATIO * job and uses_index and no_scan else 1
+        met = worst <= TARGET_RATIO * job and uses_index and no_scan
+        return 0 if met or quick() else 1  # the quick mode's tiny tables judge nothing
     finally:
         if server is not None:
             server.terminate()

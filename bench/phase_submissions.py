@@ -32,7 +32,10 @@ RACE_USERS = 20
 
 def _setup() -> None:
     folder = tempfile.mkdtemp(prefix="yoyaku-bench-phase-")
-    os.environ.setdefault("DATABASE_URL", f"sqlite:///{folder}/db.sqlite3")
+    sys.path.insert(0, str(ROOT))
+    from bench.benchlib.databases import sqlite_url
+
+    os.environ.setdefault("DATABASE_URL", sqlite_url(Path(folder) / "db.sqlite3"))
     os.environ.update(DEBUG="1", DJANGO_SETTINGS_MODULE="config.settings", MEDIA_ROOT=folder)
     os.environ["ALLOWED_HOSTS"] = "testserver"
     os.environ.setdefault("QUOTA_MAX_STORAGE_BYTES", str(10**12))
@@ -107,7 +110,12 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     from tests.benchmarks.bundles import bundle
 
-    upload = SimpleUploadedFile("bundle.zip", bundle(), content_type="application/zip")
+    def no_limits(manifest: dict[str, Any]) -> None:
+        # The example's team limits (5 a day, 2 at once) would refuse the N enqueues measured.
+        for phase in manifest["phases"]:
+            phase.pop("limits", None)
+
+    upload = SimpleUploadedFile("bundle.zip", bundle(no_limits), content_type="application/zip")
     applied = client(host, ["host", "read"]).post("/api/challenges/", {"bundle": upload})
     assert applied.status_code == 201, applied.content[:300]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -20,6 +19,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.benchlib.databases import postgres_recreate, psql_admin  # noqa: E402
+
 DB_URL = os.environ.get(
     "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/yoyaku_bench_raw_sql"
 )
@@ -28,15 +31,7 @@ ROUNDS = 3
 
 
 def _psql_admin(sql: str) -> None:
-    url = urlparse(DB_URL)
-    subprocess.run(
-        [
-            *("psql", "-q", "-h", url.hostname or "127.0.0.1", "-p", str(url.port or 5432)),
-            *("-U", url.username or "postgres", "-d", "postgres", "-c", sql),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    psql_admin(DB_URL, sql)
 
 
 def _per_call_us(func: Callable[[], object]) -> float:
@@ -53,8 +48,7 @@ def _per_call_us(func: Callable[[], object]) -> float:
 
 def main() -> int:
     name = urlparse(DB_URL).path.lstrip("/")
-    _psql_admin(f'DROP DATABASE IF EXISTS "{name}"')
-    _psql_admin(f'CREATE DATABASE "{name}"')
+    postgres_recreate(DB_URL)
     os.environ.update(DATABASE_URL=DB_URL, DEBUG="1", DJANGO_SETTINGS_MODULE="config.settings")
     sys.path.insert(0, str(ROOT))
     try:

@@ -26,18 +26,22 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.benchlib.databases import postgres_recreate, psql_admin, redis_reachable  # noqa: E402
+from bench.benchlib.peers import Peers  # noqa: E402
+from bench.benchlib.receiver import Receiver, lateness_line, percentile  # noqa: E402
+
 DB_URL = os.environ.get(
     "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/yoyaku_bench_schedule"
 )
@@ -51,81 +55,12 @@ def q2_hit(url: str) -> None:
     httpx.post(url, content=b"{}", timeout=5)
 
 
-class Receipts:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.times: dict[str, float] = {}
-
-    def record(self, key: str) -> None:
-        with self.lock:
-            self.times.setdefault(key, time.time())
-
-
-def start_receiver(receipts: Receipts) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            self.rfile.read(length)
-            receipts.record(self.path)
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.request_queue_size = 1024
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    return server
-
-
 def _psql(sql: str) -> None:
-    url = urlparse(DB_URL)
-    subprocess.run(
-        [
-            "psql",
-            "-q",
-            "-h",
-            url.hostname or "127.0.0.1",
-            "-p",
-            str(url.port or 5432),
-            "-U",
-            url.username or "postgres",
-            "-d",
-            "postgres",
-            "-c",
-            sql,
-        ],
-        check=True,
-        capture_output=True,
-    )
+    psql_admin(DB_URL, sql)
 
 
 def _redis_ok() -> bool:
-    if not REDIS_URL:
-        return False
-    url = urlparse(REDIS_URL)
-    try:
-        with socket.create_connection((url.hostname or "127.0.0.1", url.port or 6379), 1):
-            return True
-    except OSError:
-        return False
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def lateness_line(name: str, values: list[float]) -> str:
-    if not values:
-        return f"{name:<10} no deliveries"
-    return (
-        f"{name:<10} n={len(values):>5}  p50={statistics.median(values):7.3f}s  "
-        f"p99={percentile(values, 0.99):7.3f}s  max={max(values):7.3f}s"
-    )
+    return redis_reachable(REDIS_URL)
 
 
 def main() -> int:
@@ -142,11 +77,14 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=300)
     parser.add_argument("--history-small", type=int, default=1_000)
     parser.add_argument("--history-large", type=int, default=100_000)
+    parser.add_argument(
+        "--peer-jobs", type=int, default=100, help="Celery ETA / APScheduler jobs in the window"
+    )
+    parser.add_argument("--lead", type=float, default=12.0, help="seconds until the first plan")
     args = parser.parse_args(sys.argv[1:] if own_argv else [])
 
-    receipts = Receipts()
-    server = start_receiver(receipts)
-    host = f"127.0.0.1:{server.server_address[1]}"
+    receiver = Receiver()
+    host = receiver.host
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.test_settings",
@@ -166,8 +104,7 @@ def main() -> int:
     if not redis:
         os.environ.pop("REDIS_URL", None)
     db_name = urlparse(DB_URL).path.lstrip("/")
-    _psql(f'DROP DATABASE IF EXISTS "{db_name}"')
-    _psql(f'CREATE DATABASE "{db_name}"')
+    postgres_recreate(DB_URL)
     procs: list[subprocess.Popen[bytes]] = []
     try:
         subprocess.run(
@@ -181,7 +118,7 @@ def main() -> int:
         import django
 
         django.setup()
-        return _run(args, env, host, receipts, procs, broker="redis" if redis else "orm")
+        return _run(args, env, host, receiver, procs, broker="redis" if redis else "orm")
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -191,7 +128,7 @@ def main() -> int:
                 proc.wait(15)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        server.shutdown()
+        receiver.shutdown()
         from django.db import connections
 
         connections.close_all()
@@ -202,14 +139,12 @@ def _run(
     args: argparse.Namespace,
     env: dict[str, str],
     host: str,
-    receipts: Receipts,
+    receiver: Receiver,
     procs: list[subprocess.Popen[bytes]],
     *,
     broker: str,
 ) -> int:
     from django.contrib.auth.models import User
-    from django.utils import timezone
-    from django_q.models import Schedule
 
     from apps.schedule.booking import life_spec_build
     from apps.schedule.services.booking import life_book
@@ -238,10 +173,36 @@ def _run(
         for name in ("qcluster", "run_plan_watcher")
     )
     print(f"broker={broker}  database=postgresql  watcher interval=1000 ms  workers=4", flush=True)
+    peers = Peers(redis=broker == "redis") if args.peer_jobs else None
+    try:
+        return _measure(args, user, url, book_at, receiver, procs, peers)
+    finally:
+        if peers is not None:
+            peers.stop()
+
+
+def _measure(
+    args: argparse.Namespace,
+    user: Any,
+    url: str,
+    book_at: Callable[[dt.datetime, str], None],
+    receiver: Receiver,
+    procs: list[subprocess.Popen[bytes]],
+    peers: Peers | None,
+) -> int:
+    from django.utils import timezone
+    from django_q.models import Schedule
 
     # --- spread, with django-q2's ONCE schedules in the same window as the baseline --------
-    start = timezone.now() + dt.timedelta(seconds=12)
+    start = timezone.now() + dt.timedelta(seconds=args.lead)
     due: dict[str, float] = {}
+    # The peers' jobs first (a few ms to book them all): booked after the Lives, on a busy
+    # machine they could be booked past their time and counted late.
+    for i in range(args.peer_jobs if peers else 0):
+        assert peers is not None
+        moment = start + dt.timedelta(seconds=args.spread * i / args.peer_jobs)
+        for suffix in peers.book(moment, f"{url}/peer/{i}").values():
+            due[f"/peer/{i}{suffix}"] = moment.timestamp()
     for i in range(args.lives):
         moment = start + dt.timedelta(seconds=args.spread * i / args.lives)
         book_at(moment, f"s{i}")
@@ -260,22 +221,32 @@ def _run(
     end = start.timestamp() + args.spread
     # django-q2's scheduler may wake up to ~30 s after the last ONCE schedule is due.
     deadline = end + 35
-    while time.time() < deadline and len(receipts.times) < len(due):
+    while time.time() < deadline and len(receiver.first) < len(due):
         time.sleep(0.25)
     plan_late = [
-        receipts.times[k] - t
+        receiver.first[k] - t
         for k, t in due.items()
-        if k.startswith("/plan/") and k in receipts.times
+        if k.startswith("/plan/") and k in receiver.first
     ]
     q2_late = [
-        receipts.times[k] - t
+        receiver.first[k] - t
         for k, t in due.items()
-        if k.startswith("/q2/") and k in receipts.times
+        if k.startswith("/q2/") and k in receiver.first
     ]
-    lost = sum(1 for k in due if k.startswith("/plan/") and k not in receipts.times)
+    lost = sum(1 for k in due if k.startswith("/plan/") and k not in receiver.first)
     print(f"spread: {args.lives} Lives over {args.spread:g} s; lateness (receipt - plan time)")
     print(lateness_line("watcher", plan_late))
     print(lateness_line("django-q2", q2_late))
+    for name, label in (("celery", "Celery ETA"), ("apscheduler", "APScheduler")):
+        if peers is not None and name in peers.names:
+            late = [
+                receiver.first[k] - t
+                for k, t in due.items()
+                if k.startswith("/peer/") and k.endswith(f"/{name}") and k in receiver.first
+            ]
+            print(lateness_line(label, late))
+    for note in peers.notes if peers is not None else []:
+        print(f"{'':<12} ({note})")
     if plan_late and q2_late:
         p50 = statistics.median(q2_late) / max(statistics.median(plan_late), 1e-3)
         p99 = percentile(q2_late, 0.99) / max(percentile(plan_late, 0.99), 1e-3)
@@ -283,15 +254,16 @@ def _run(
     print(f"undelivered plans: {lost}  (target p99 ≤ 1 s)", flush=True)
 
     # --- burst -----------------------------------------------------------------------------
-    moment = timezone.now() + dt.timedelta(seconds=10 + args.burst / 50)  # time to book them
+    # Time to book them all first.
+    moment = timezone.now() + dt.timedelta(seconds=args.lead - 2 + args.burst / 50)
     moment = moment.replace(microsecond=0)
     keys = [f"/plan/b{i}" for i in range(args.burst)]
     for i in range(args.burst):
         book_at(moment, f"b{i}")
     deadline = moment.timestamp() + 60
-    while time.time() < deadline and not all(k in receipts.times for k in keys):
+    while time.time() < deadline and not all(k in receiver.first for k in keys):
         time.sleep(0.1)
-    got = [receipts.times[k] for k in keys if k in receipts.times]
+    got = [receiver.first[k] for k in keys if k in receiver.first]
     drained = (max(got) - moment.timestamp()) if got else float("nan")
     print(
         f"burst: {args.burst} Lives due at one second → last delivered after {drained:.2f} s "

@@ -22,7 +22,6 @@ import argparse
 import datetime as dt
 import os
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,11 +29,16 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.benchlib.databases import postgres_recreate, sqlite_url  # noqa: E402
+from bench.benchlib.receiver import Receiver, percentile  # noqa: E402
+from bench.benchlib.web import free_port  # noqa: E402
+
 SLOW_TASK = "bench.schedule_backlog.slow_task"
 
 
@@ -53,47 +57,6 @@ def slow_task(seconds: float = 0.3, kind: str = "cpu") -> None:
     heartbeat_beat(name=f"bench-slow-{os.getpid()}")
 
 
-class Receiver:
-    """Records the first receipt time of each path and every webhook-id seen per path."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.first: dict[str, float] = {}
-        self.ids: dict[str, Counter[str]] = {}
-        self.server = self._start()
-        self.host = f"127.0.0.1:{self.server.server_address[1]}"
-
-    def _start(self) -> ThreadingHTTPServer:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                at = time.time()
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with receiver.lock:
-                    receiver.first.setdefault(self.path, at)
-                    counter = receiver.ids.setdefault(self.path, Counter())
-                    counter[self.headers.get("webhook-id", "")] += 1
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        server.request_queue_size = 1024
-        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-        return server
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def procfile_commands() -> dict[str, str]:
     roles = {}
     for line in (ROOT / "Procfile").read_text().splitlines():
@@ -108,17 +71,13 @@ def load() -> str:
     return f"{one:.1f}/{five:.1f}"
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backlog", type=int, default=250)
     parser.add_argument("--plans", type=int, default=100)
     parser.add_argument("--spread", type=float, default=25.0)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--lead", type=float, default=15.0, help="seconds until the first plan")
     parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--plan-delivery", choices=("watcher", "queue"), default="watcher")
     # sleep: 0.3 s tasks that leave the cores free (the queue drains at the rate it did when
@@ -143,14 +102,13 @@ def main(argv: list[str]) -> int:
     (scratch / "metrics").mkdir()
     drop = None
     if args.database == "sqlite":
-        env["DATABASE_URL"] = f"sqlite:///{scratch / 'db.sqlite3'}"
+        env["DATABASE_URL"] = sqlite_url(scratch / "db.sqlite3")
         env.pop("REDIS_URL", None)
     else:
         from bench.schedule import DB_URL, REDIS_URL, _psql, _redis_ok
 
         db_name = DB_URL.rsplit("/", 1)[1]
-        _psql(f'DROP DATABASE IF EXISTS "{db_name}"')
-        _psql(f'CREATE DATABASE "{db_name}"')
+        postgres_recreate(DB_URL)
         env["DATABASE_URL"] = DB_URL
         if _redis_ok():
             env["REDIS_URL"] = REDIS_URL
@@ -180,7 +138,7 @@ def main(argv: list[str]) -> int:
         from django.db import connections
 
         connections.close_all()
-        receiver.server.shutdown()
+        receiver.shutdown()
         if drop is not None:
             drop()
     _summary(results)
@@ -245,7 +203,7 @@ def _one_run(
         if args.backlog:
             topper.start()
         # Past the next watcher tick (BOOKING_PLAN_WATCH_INTERVAL, 10 s by default) + booking.
-        start = timezone.now() + dt.timedelta(seconds=15)
+        start = timezone.now() + dt.timedelta(seconds=args.lead)
         due: dict[str, float] = {}
         for i in range(args.plans):
             moment = start + dt.timedelta(seconds=args.spread * i / max(args.plans, 1))
@@ -328,3 +286,7 @@ def _summary(results: list[dict[str, Any]]) -> None:
     lost = sum(r["lost"] for r in results)
     twice = sum(r["duplicated"] for r in results)
     print(f"  undelivered {lost}, delivered twice {twice}, loads {[r['load'] for r in results]}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -21,8 +21,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,16 +32,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON = str(ROOT / ".venv" / "bin" / "python")
-GUNICORN = str(ROOT / ".venv" / "bin" / "gunicorn")
+sys.path.insert(0, str(ROOT))
+
+from bench.benchlib.quick import sized  # noqa: E402
+from bench.benchlib.web import print_log_tail, web_start, web_stop  # noqa: E402
+
 MB = 1024 * 1024
 CHUNK = MB
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def make_file(path: Path, size: int) -> Path:
@@ -176,99 +171,30 @@ class Client:
 
 
 def start_server(
-    work: Path, worker_class: str | None = None
+    work: Path, worker_class: str | None = None, **extra_env: str
 ) -> tuple[subprocess.Popen[bytes], int, str, dict[str, str]]:
-    env = dict(os.environ)
-    env.setdefault("DATABASE_URL", f"sqlite:///{work / 'bench.sqlite3'}")
-    env.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DEBUG": "false",
-            "SECRET_KEY": "bench-only-secret",
-            "SCHEDULE_WEBHOOK_SECRET": "whsec_YmVuY2gtb25seS15b3lha3Utd2ViaG9vay1zZWNyZXQ=",
-            "MEDIA_ROOT": str(work / "media"),
-            "FILE_UPLOAD_TEMP_DIR": str(work / "incoming"),
-            "LOG_LEVEL": "ERROR",
-            # collectstatic is not part of this benchmark.
-            "PYTHONWARNINGS": "ignore::UserWarning",
-        }
-    )
-    (work / "media").mkdir()
-    (work / "incoming").mkdir()
-    manage = [PYTHON, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=env, cwd=ROOT, check=True)
-    setup_code = (
-        "from django.contrib.auth.models import User; "
-        "from apps.core.services import token_create; "
-        "u, _ = User.objects.get_or_create(username='bench'); "
-        "u.api_tokens.filter(name='bench').delete(); "
-        "print(token_create(user=u, name='bench').token)"
-    )
-    token = (
-        subprocess.run(
-            [*manage, "shell", "-c", setup_code],
-            env=env,
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-        )
-        .stdout.decode()
-        .strip()
-        .splitlines()[-1]
-    )
-    port = free_port()
-    log = (work / "server.log").open("wb")
-    server = subprocess.Popen(
-        [
-            GUNICORN,
-            "config.wsgi",
-            "-c",
-            "config/gunicorn.py",
-            *(["--worker-class", worker_class] if worker_class else []),
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "5",
-            "--timeout",
-            "300",
-            "--log-level",
-            "warning",
-        ],
-        env=env,
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/healthz")
-            conn.getresponse().read()
-            conn.close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        server.kill()
-        raise RuntimeError("gunicorn did not start: " + (work / "server.log").read_text()[-2000:])
-    return server, port, token, env
+    web = web_start(work, workers=sized(5, 1), timeout=300, worker_class=worker_class, **extra_env)
+    return web.process, web.port, web.token, web.env
 
 
 def measure(worker_class: str | None = None, *, report: bool = True) -> dict[str, float]:
     """One run of every measure; prints them when `report`. Returns the figures by name."""
     big = int(float(os.environ.get("BENCH_BIG_MB", "100")) * MB)
+    # The quick mode's sizes: 2 sequential uploads of 64 KiB, 2 clients x 2 files of 64 KiB.
+    sequential, sequential_size = sized(10, 2), sized(10 * MB, 64 * 1024)
+    clients, per_client, concurrent_size = sized(5, 2), sized(20, 2), sized(MB, 64 * 1024)
     work = Path(tempfile.mkdtemp(prefix="yoyaku-bench-upload-"))
     server = None
     try:
-        server, port, token, _env = start_server(work, worker_class)
+        # The refused upload is `big` + 1 byte: the server's limit is `big`.
+        server, port, token, _env = start_server(work, worker_class, MAX_UPLOAD_FILE_SIZE=str(big))
         client = Client(port, token)
         data = work / "data"
         data.mkdir()
         big_file = make_file(data / "big.bin", big)
         over_file = make_file(data / "over.bin", big + 1)
-        ten = make_file(data / "ten.bin", 10 * MB)
-        one = make_file(data / "one.bin", MB)
+        ten = make_file(data / "ten.bin", sequential_size)
+        one = make_file(data / "one.bin", concurrent_size)
         small = make_file(data / "small.bin", 1024)
 
         # Baseline: a plain copy of the same bytes on the same disk (and hashing them).
@@ -299,12 +225,11 @@ def measure(worker_class: str | None = None, *, report: bool = True) -> dict[str
         assert body["sha256"] == expected_sha
 
         started = time.perf_counter()
-        for i in range(10):
+        for i in range(sequential):
             status, body = client.add(submission, f"ten{i}.py", ten)
             assert status == 201, body
         ten_s = time.perf_counter() - started
 
-        clients, per_client = 5, 20
         targets = [client.create("main.py", small) for _ in range(clients)]
         errors: list[object] = []
 
@@ -368,12 +293,13 @@ def measure(worker_class: str | None = None, *, report: bool = True) -> dict[str
             f"{mb:.0f} MB, {small_sample.peak_growth_kb / 1024:.1f} MB for 1 MB "
             "(target <= 50 MB)"
         )
+        ten_mb, one_mb = sequential_size / MB, concurrent_size / MB
         print(
-            f"10 sequential 10 MB uploads: {ten_s:.3f} s ({ten_s / 10 * 1000:.0f} ms each, "
-            f"{100 / ten_s:.0f} MB/s)"
+            f"{sequential} sequential {ten_mb:g} MB uploads: {ten_s:.3f} s "
+            f"({ten_s / sequential * 1000:.0f} ms each, {sequential * ten_mb / ten_s:.0f} MB/s)"
         )
         print(
-            f"{clients} concurrent clients x {per_client} 1 MB files: {conc_s:.3f} s, "
+            f"{clients} concurrent clients x {per_client} {one_mb:g} MB files: {conc_s:.3f} s, "
             f"{files_per_s:.1f} files/s (target >= 20)"
         )
         print(
@@ -387,17 +313,10 @@ def measure(worker_class: str | None = None, *, report: bool = True) -> dict[str
         )
         return figures
     except BaseException:
-        log = work / "server.log"
-        if log.exists():
-            print(log.read_text()[-4000:], file=sys.stderr)
+        print_log_tail(work)
         raise
     finally:
-        if server is not None:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        web_stop(server)
         shutil.rmtree(work, ignore_errors=True)
 
 
