@@ -56,6 +56,7 @@ QUICK: dict[str, tuple[list[str], dict[str, str], str]] = {
     ),
     "phase_submissions": ([], {"BENCH_N": "4", "BENCH_THREADS": "2"}, "enqueue"),
     "raw_sql": ([], {"BENCH_CALLS": "20"}, "ORM/SQL"),
+    "rescore": (["--n", "3", "--workers", "1", "--new", "1"], {}, "ratio rescore / isolated"),
     "schedule": (
         [
             *("--lives", "5", "--spread", "1", "--q2-schedules", "0", "--peer-jobs", "0"),
