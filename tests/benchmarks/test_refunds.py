@@ -116,9 +116,8 @@ def test_a_cancelled_queued_job_is_refunded(user: User, settings: Any) -> None:
     assert scrape(settings).value("yoyaku_phase_refunds_total", reason="cancelled") - before == 1
 
 
-def test_a_cancelled_regrade_of_a_graded_submission_is_not_refunded(
-    user: User, sandbox_settings: Any
-) -> None:
+@pytest.mark.usefixtures("sandbox_settings")
+def test_a_cancelled_regrade_of_a_graded_submission_is_not_refunded(user: User) -> None:
     """The attacker's loop: staff regrade a scored phase submission; its owner, having seen the
     public score, cancels the queued regrade to get the slot back. The earlier outcome stands:
     the entry still counts and the next submission is refused."""
