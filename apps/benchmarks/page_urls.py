@@ -7,6 +7,7 @@ from apps.benchmarks.pages import (
     challenge_detail_page,
     challenge_host_page,
     challenge_mine_fragment,
+    challenge_rescore_fragment,
     challenges_page,
 )
 
@@ -23,5 +24,10 @@ urlpatterns: list[URLPattern] = [
         "challenges/<slug:slug>/fragments/mine/",
         challenge_mine_fragment,
         name="challenge-mine-fragment",
+    ),
+    path(
+        "challenges/<slug:slug>/host/fragments/rescore/",
+        challenge_rescore_fragment,
+        name="challenge-rescore-fragment",
     ),
 ]

@@ -30,6 +30,7 @@ from apps.benchmarks.page_selectors import (
     challenge_teams,
     phase_view,
 )
+from apps.benchmarks.rescore_selectors import phase_rescore_view
 from apps.benchmarks.selectors import challenge_get_visible, challenge_may_manage
 from apps.core.exceptions import DomainError
 from apps.core.exceptions import PermissionDenied as DomainPermissionDenied
@@ -121,22 +122,46 @@ def challenge_mine_fragment(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "pages/challenge/mine.html", {"view": view})
 
 
-@challenge_page_view
-def challenge_host_page(request: HttpRequest, slug: str) -> HttpResponse:
-    """Hosts and staff: every submission of every phase with both stages' logs, refunds,
-    grants and the reveal. Anyone else who may see the challenge gets 403."""
+def _hosted_challenge(request: HttpRequest, slug: str) -> Any:
+    """The challenge if the caller is one of its hosts (or staff); 403 for anyone else who
+    may see it, 404 for anyone who may not."""
     if not request.user.is_authenticated:
         raise PageForbidden("Hosts only.")
     challenge = challenge_get_visible(slug=slug, user=request.user)
     if not challenge_may_manage(challenge=challenge, user=request.user):
         raise PageForbidden("Only the challenge's hosts (and staff) use its console.")
+    return challenge
+
+
+@challenge_page_view
+def challenge_rescore_fragment(request: HttpRequest, slug: str) -> HttpResponse:
+    """A phase's rescore section of the hosts' console alone (the console polls it while
+    the rescore runs)."""
+    challenge = _hosted_challenge(request, slug)
+    phase = challenge_phase(challenge=challenge, phase_slug=request.GET.get("phase", ""))
+    if phase is None:
+        raise Http404("No such phase.")
+    rescore = phase_rescore_view(phase=phase)
+    return render(request, "pages/challenge/rescore.html", {"rescore": rescore})
+
+
+@challenge_page_view
+def challenge_host_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """Hosts and staff: every submission of every phase with both stages' logs, refunds,
+    grants and the reveal. Anyone else who may see the challenge gets 403."""
+    challenge = _hosted_challenge(request, slug)
     phases = []
     for phase in challenge.phases.all():
         access = board_access(slug=slug, phase_slug=phase.slug, user=request.user)
         entries = list(host_entry_list(access=access)[:HOST_ENTRIES])
         detail = host_entries_detail(entries=entries, version=access.phase.scoring_version)
         phases.append(
-            {"phase": access.phase, "metrics": list(phase.metrics.all()), "entries": detail}
+            {
+                "phase": access.phase,
+                "metrics": list(phase.metrics.all()),
+                "entries": detail,
+                "rescore": phase_rescore_view(phase=access.phase),
+            }
         )
     context = {
         "challenge": challenge,

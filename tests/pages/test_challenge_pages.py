@@ -16,10 +16,12 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from apps.benchmarks.models import Phase
+from apps.benchmarks.models import Phase, Rescore, RescoreState
+from apps.benchmarks.services.rescoring import rescore_next
 from apps.benchmarks.services.reveal import phase_reveal
 from apps.grading.tasks import grade_job
 from tests.benchmarks.phases import enqueue, participate, submit_to_phase
+from tests.benchmarks.rescoring import CRASHING_SCORER, new_scorer
 from tests.benchmarks.scoring import (
     apply_bundle,
     host_user,
@@ -210,3 +212,58 @@ def test_a_visitor_reads_a_public_challenge_and_its_boards_as_the_api_allows(
     assert ("No scores yet." in board) is public
     assert ("Log in to read this leaderboard." in board) is not public
     assert 'data-slug="digits"' in _page(None, "/challenges/")
+
+
+@pytest.mark.usefixtures("sandbox_settings")
+def test_the_host_console_shows_a_running_rescores_progress_and_failures_to_hosts_only(
+    client_for: Callable[[User], APIClient],
+) -> None:
+    host = host_user()
+    marked_challenge(host)
+    pat = make_user(username="pat")
+    api = client_for(pat)
+    assert participate(api) == "approved"
+    created = submit_to_phase(api, "dev", [("predictions.csv", predictions_csv())])
+    assert grade_job(enqueue(api, created.json()["submission_id"]).json()["job_id"]) == "completed"
+    submission_id = created.json()["submission_id"]
+    quiet = _page(host, "/challenges/digits/host/")
+    assert "No rescore yet" in quiet.split('id="rescore-dev"', 1)[1]
+
+    # Version 2 crashes: one of its two items (the entry, then the baseline) is taken and
+    # fails; the other is still pending, so the rescore runs and the board serves version 1.
+    new_scorer(host, body=CRASHING_SCORER)
+    rescore = Rescore.objects.get(phase__slug="dev", version=2)
+    assert rescore_next(rescore_id=rescore.pk) == "failed"
+    assert Rescore.objects.get(pk=rescore.pk).state == RescoreState.RUNNING
+
+    console = _page(host, "/challenges/digits/host/")
+    section = console.split('id="rescore-dev"', 1)[1].split("</section>", 1)[0]
+    fragment = _page(host, "/challenges/digits/host/fragments/rescore/?phase=dev")
+    for html in (section, fragment):
+        assert 'data-state="running"' in html
+        assert 'class="rescore-serving">1<' in html
+        assert 'class="rescore-version">2<' in html
+        assert '<progress id="rescore-progress-dev" value="0" max="2">' in html
+        assert "0 done, 1 failed, 2 in all" in html
+        assert submission_id[:12] in html
+        assert "scoring_failed" in html
+        assert "Retry failures" in html
+        assert "Cancel rescore" in html
+
+    participant_pages = [
+        _page(pat, "/challenges/digits/"),
+        _page(pat, "/challenges/digits/fragments/board/?phase=dev"),
+        _page(pat, "/challenges/digits/fragments/mine/?phase=dev"),
+    ]
+    for html in participant_pages:
+        assert "rescore" not in html.lower()
+        assert "scoring_failed" not in html
+    participant = Client()
+    participant.force_login(pat)
+    fragment_path = "/challenges/digits/host/fragments/rescore/?phase=dev"
+    assert participant.get(fragment_path).status_code == HTTPStatus.FORBIDDEN
+    assert Client().get(fragment_path).status_code == HTTPStatus.FORBIDDEN
+    host_client = Client()
+    host_client.force_login(host)
+    unknown = "/challenges/digits/host/fragments/rescore/?phase=nope"
+    assert host_client.get(unknown).status_code == HTTPStatus.NOT_FOUND
