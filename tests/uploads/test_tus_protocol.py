@@ -31,14 +31,16 @@ def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-def create(client: APIClient, length: int, body: bytes = b"", **headers: str) -> Any:
+def create(
+    client: APIClient, length: int, body: bytes = b"", *, headers: dict[str, str] | None = None
+) -> Any:
     return send(
         client,
         "POST",
         "/api/uploads/",
         body,
         content_type=OFFSET_TYPE if body else "application/octet-stream",
-        headers={**TUS, "Upload-Length": str(length), **headers},
+        headers={**TUS, "Upload-Length": str(length), **(headers or {})},
     )
 
 
@@ -72,7 +74,9 @@ def test_options_advertises_version_extensions_and_limits(api_client: APIClient)
 
 def test_create_head_patch_to_the_end(user_client: APIClient) -> None:
     data = os.urandom(2_500_000)
-    created = create(user_client, len(data), **{"Upload-Metadata": f"filename {b64('a.zip')}"})
+    created = create(
+        user_client, len(data), headers={"Upload-Metadata": f"filename {b64('a.zip')}"}
+    )
     assert created.status_code == HTTPStatus.CREATED
     assert created["Tus-Resumable"] == "1.0.0"
     location = created["Location"]
@@ -126,7 +130,7 @@ def test_patch_needs_the_offset_media_type(user_client: APIClient) -> None:
 
 
 def test_unsupported_version_is_412_with_tus_version(user_client: APIClient) -> None:
-    response = create(user_client, 10, **{"Tus-Resumable": "0.2.2"})
+    response = create(user_client, 10, headers={"Tus-Resumable": "0.2.2"})
     assert response.status_code == HTTPStatus.PRECONDITION_FAILED
     assert response["Tus-Version"] == "1.0.0"
     assert not ResumableUpload.objects.exists()
