@@ -100,8 +100,10 @@ def _limits() -> dict[str, str]:
 class UploadApiBase(ApiView):
     """The protocol plumbing shared by both paths."""
 
-    # The body is the upload's bytes: read as a stream by the service, never parsed.
+    # The body is the upload's bytes: read as a stream by the service, never parsed (so these
+    # routes are in UPLOAD_URL_NAMES, tests/core/test_body_limits.py).
     parser_classes: list[Any] = []
+    streams_request_body = True
     said: UploadHeaders | None = None
 
     def get_permissions(self) -> list[BasePermission]:
