@@ -1,0 +1,55 @@
+"""On S3 (moto's server on loopback) the upload's bytes wait on the web host's disk and
+attaching streams them to the submission's key in the bucket; the local bytes then go."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from http import HTTPStatus
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from apps.submissions.models import ResumableUpload, SubmissionFile
+from apps.submissions.resumable import store
+from tests.factories.submissions import make_submission
+from tests.submissions.test_s3 import s3, s3_endpoint  # noqa: F401 - fixtures
+from tests.uploads.requests import send
+
+pytestmark = pytest.mark.django_db
+
+
+def test_attach_streams_the_upload_to_the_bucket(
+    user: User,
+    user_client: APIClient,
+    s3: Any,  # noqa: F811 - the fixture
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    data = os.urandom(3 * 1024 * 1024 + 5)
+    created = send(
+        user_client,
+        "POST",
+        "/api/uploads/",
+        data,
+        headers={"Upload-Complete": "?1", "Upload-Draft-Interop-Version": "8"},
+    )
+    assert created.status_code == HTTPStatus.CREATED
+    upload = ResumableUpload.objects.get()
+    local = store.local_path(upload.storage_key)
+    assert local.read_bytes() == data
+    draft = make_submission(owner=user, files=())
+    with django_capture_on_commit_callbacks(execute=True):
+        response = user_client.post(
+            f"/api/submissions/{draft.pk}/files/",
+            {"upload_id": upload.pk, "filename": "main.py"},
+            format="json",
+        )
+    assert response.status_code == HTTPStatus.CREATED
+    assert response.json()["sha256"] == hashlib.sha256(data).hexdigest()
+    file = SubmissionFile.objects.get()
+    assert file.storage_name.startswith(f"submissions/{draft.pk}/")
+    stored = s3.get_object(Bucket=s3.bucket, Key=file.storage_name)["Body"].read()
+    assert stored == data
+    assert not local.exists()
