@@ -17,11 +17,14 @@ import http.client
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.upload import MB, Client, Sampler, make_file, start_server
 

@@ -56,6 +56,11 @@ QUICK: dict[str, tuple[list[str], dict[str, str], str]] = {
     ),
     "phase_submissions": ([], {"BENCH_N": "4", "BENCH_THREADS": "2"}, "enqueue"),
     "raw_sql": ([], {"BENCH_CALLS": "20"}, "ORM/SQL"),
+    "resumable_upload": (
+        [],
+        {"BENCH_RESUMABLE_MB": "2", "BENCH_APPEND_MB": "0.5"},
+        "throughput ratio (resumable / single)",
+    ),
     "rescore": (["--n", "3", "--workers", "1", "--new", "1"], {}, "ratio rescore / isolated"),
     "schedule": (
         [
