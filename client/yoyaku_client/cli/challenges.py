@@ -212,17 +212,22 @@ def challenge_push(bundle: Path, dry_run: bool, as_json: bool) -> None:
     output.print(str(answer.get("slug")))
 
 
+#: The colour of each kind of plan line on a terminal (a pipe or a file gets no colour).
+PLAN_STYLES = {"create": "green", "delete": "red", "update": "yellow"}
+
+
 def show_plan(output: Output, answer: dict[str, Any]) -> None:
     changes = [op for op in answer.get("plan", []) if op.get("op") != "unchanged"]
     output.message(f"Dry run for {answer.get('slug')}: {len(changes)} changes, nothing applied")
     for op in changes:
         kind, path = op.get("op"), op.get("path")
+        style = PLAN_STYLES.get(str(kind), PLAN_STYLES["update"])
         if kind == "create":
-            output.print(f"+ {path}: {brief(op.get('to'))}")
+            output.print(f"+ {path}: {brief(op.get('to'))}", style=style)
         elif kind == "delete":
-            output.print(f"- {path}: {brief(op.get('from'))}")
+            output.print(f"- {path}: {brief(op.get('from'))}", style=style)
         else:
-            output.print(f"~ {path}: {brief(op.get('from'))} → {brief(op.get('to'))}")
+            output.print(f"~ {path}: {brief(op.get('from'))} → {brief(op.get('to'))}", style=style)
     if not changes:
         output.print("no change")
 
