@@ -28,6 +28,7 @@ import httpx
 
 from yoyaku_client.endpoints.base import ApiBase
 from yoyaku_client.errors import (
+    ApiError,
     ConflictError,
     NotFound,
     ServerError,
@@ -282,13 +283,18 @@ class UploadsApi(ApiBase):
                 failures = 0
                 continue
             except ConflictError as exc:
-                expected = exc.body.get("expected-offset")
-                if isinstance(expected, int) and exc.code == "upload_offset_mismatch":
+                expected = exc.body.get("expected-offset", exc.body.get("expected_offset"))
+                if isinstance(expected, int) and expected != status.offset:
+                    # Stale: carry on from the server's offset at once (no failure).
                     status = ResumableStatus(status.upload_id, expected, size, False)
                     continue
-                failure: YoyakuError = exc
+                failure: YoyakuError = exc  # another request is appending: wait, then ask
             except (TransportError, ServerError) as exc:
                 failure = exc
+            except ApiError as exc:
+                if exc.code != "upload_completed":
+                    raise
+                failure = exc  # completed meanwhile (another uploader): HEAD says so
             failures += 1
             if failures >= policy.max_attempts:
                 raise failure
