@@ -157,6 +157,8 @@ class ApiJsonErrorMiddleware:
             return response
         if response.get("Content-Type", "").startswith("application/json"):
             return response
+        if response.get("Content-Type", "").startswith("application/problem+json"):
+            return response  # RFC 9457 problem details (the resumable uploads draft's errors)
         if response.status_code == 500 and isinstance(
             getattr(request, "yoyaku_exception", None), DATABASE_UNAVAILABLE
         ):

@@ -69,3 +69,68 @@ class RequestTooLarge(DomainError):
     code = "request_too_large"
     http_status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
     default_message = "The request carries more bytes than one request may."
+
+
+# --- Resumable uploads (SPEC §11.5) ------------------------------------------------------------
+
+
+class UploadIncomplete(DomainError):
+    code = "upload_incomplete"
+    http_status = HTTPStatus.CONFLICT
+    default_message = "The upload has not received all its bytes yet."
+
+
+class UploadAttached(DomainError):
+    code = "upload_attached"
+    http_status = HTTPStatus.CONFLICT
+    default_message = "The upload's bytes already became a file or a bundle."
+
+
+class UploadTooLarge(DomainError):
+    code = "upload_too_large"
+    http_status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    default_message = "The upload is larger than MAX_RESUMABLE_UPLOAD_SIZE."
+
+
+class UploadOffsetMismatch(DomainError):
+    """The request's `Upload-Offset` is not where the stored bytes end (or another request is
+    appending right now). `extra` has `expected_offset` and `provided_offset`."""
+
+    code = "upload_offset_mismatch"
+    http_status = HTTPStatus.CONFLICT
+    default_message = "Upload-Offset does not match the stored bytes."
+
+    def __init__(self, *, expected: int, provided: int | None, busy: bool = False) -> None:
+        message = (
+            "Another request is appending to this upload; ask for the offset and resume."
+            if busy
+            else f"The upload's stored bytes end at {expected}, not {provided}."
+        )
+        super().__init__(
+            message,
+            extra={"expected_offset": expected, "provided_offset": provided},
+            headers={"Upload-Offset": str(expected)},
+        )
+        self.expected = expected
+        self.provided = provided
+
+
+class UploadCompleted(DomainError):
+    code = "upload_completed"
+    http_status = HTTPStatus.BAD_REQUEST
+    default_message = "The upload is complete: it takes no more bytes."
+
+
+class UploadLengthMismatch(DomainError):
+    code = "upload_length_mismatch"
+    http_status = HTTPStatus.BAD_REQUEST
+    default_message = "The upload's length is inconsistent with what was stated before."
+
+
+class UploadChecksumMismatch(DomainError):
+    """tus checksum extension: the request body's digest differs (status 460); its bytes are
+    dropped."""
+
+    code = "checksum_mismatch"
+    http_status = 460
+    default_message = "The request body does not match its Upload-Checksum; nothing was kept."

@@ -106,3 +106,19 @@ def storage_collect() -> Iterable[Metric]:
 
 
 register_scrape_collector("storage", storage_collect)
+
+# Resumable uploads (SPEC §11.5).
+RESUMABLE_BYTES = counter(
+    "yoyaku_resumable_upload_bytes_total",
+    "Bytes durably stored by resumable uploads (counted when their offset is saved).",
+)
+RESUMABLE_RESUMES = counter(
+    "yoyaku_resumable_upload_resumes_total",
+    "Appends to a resumable upload that start past its first byte (a later request of the "
+    "upload, after a pause or an interruption).",
+)
+RESUMABLE_EXPIRIES = counter(
+    "yoyaku_resumable_upload_expiries_total",
+    "Resumable uploads removed by cleanup, never attached within UPLOAD_EXPIRY_HOURS of their "
+    "last byte.",
+)

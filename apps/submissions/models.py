@@ -163,3 +163,50 @@ class SubmissionFile(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.name_folded = filename_fold(self.filename)
         super().save(*args, **kwargs)
+
+
+class ResumableUpload(models.Model):
+    """A file arriving over several requests (SPEC §11.5), in either resumable protocol.
+
+    `offset` counts the bytes durably stored (written and fsynced before the row said so);
+    `sha256_state` is the digest state after exactly those bytes, so a resumed upload goes on
+    hashing without reading stored bytes again. `writer` and `writer_until` are the append
+    claim: one request at a time appends, and a claim whose writer died lapses.
+    """
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_hex_id, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="resumable_uploads"
+    )
+    # None until the client states it (the draft protocol may learn it only at the end).
+    length = models.PositiveBigIntegerField(null=True, blank=True)
+    offset = models.PositiveBigIntegerField(default=0)
+    sha256_state = models.BinaryField(max_length=256)
+    # The final digest, once complete.
+    sha256 = models.CharField(max_length=64, blank=True, default="")
+    complete = models.BooleanField(default=False)
+    storage_key = models.CharField(max_length=1024)
+    # tus `Upload-Metadata`, decoded (e.g. {"filename": "..."}): informational only.
+    metadata = models.JSONField(default=dict, blank=True)
+    writer = models.CharField(max_length=32, blank=True, default="")
+    writer_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_byte_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    # Set once the bytes became a submission file or a bundle: they stop counting as an upload.
+    attached_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(length__isnull=True) | models.Q(offset__lte=models.F("length")),
+                name="submissions_resumableupload_offset_within_length",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["owner", "attached_at"], name="submissions_upload_owner"),
+            models.Index(fields=["expires_at"], name="submissions_upload_expires"),
+        ]
+
+    def __str__(self) -> str:
+        return f"upload {self.pk} ({self.offset}/{self.length if self.length is not None else '?'})"

@@ -12,6 +12,7 @@ from django.db.models import Prefetch, QuerySet, Sum
 from apps.core.selectors import owned_get
 from apps.quotas.selectors import quota_limits, quota_policy_get
 from apps.submissions.models import (
+    ResumableUpload,
     Submission,
     SubmissionFile,
     SubmissionKind,
@@ -97,11 +98,15 @@ def submission_stale_draft_ids(*, older_than: dt.datetime) -> list[str]:
 
 
 def submission_storage_bytes(*, user_id: int) -> int:
-    """Bytes of every file of the user's submissions (drafts and sealed), as recorded."""
+    """Bytes of every file of the user's submissions (drafts and sealed), as recorded, plus
+    the bytes stored so far by their resumable uploads not attached yet (SPEC §11.5)."""
     total = SubmissionFile.objects.filter(submission__owner_id=user_id).aggregate(
         total=Sum("size")
     )["total"]
-    return int(total or 0)
+    pending = ResumableUpload.objects.filter(owner_id=user_id, attached_at__isnull=True).aggregate(
+        total=Sum("offset")
+    )["total"]
+    return int(total or 0) + int(pending or 0)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 - The request target: an absolute-form target (`GET http://host/a HTTP/1.1`) becomes its path,
   as gunicorn's sync worker gave it; an HTTP/1.1 request without exactly one `Host` is refused
   (RFC 9112 §3.2), as is an expectation other than `100-continue` (RFC 9110 §10.1.1).
-- The body limit: `MAX_REQUEST_BODY_SIZE` only for a `POST` to an upload route (named by
+- The body limit: `MAX_REQUEST_BODY_SIZE` only for a `POST` or `PATCH` to an upload route (named by
   `UPLOAD_URL_NAMES`) that presents a credential; `MAX_REQUEST_BODY_SIZE_DEFAULT` everywhere
   else. Credentials are only seen, never checked here (checking one takes the database): an
   upload route refuses a body over the default limit with 401 when none is presented, and the
@@ -63,14 +63,15 @@ def presents_credential(scope: Scope, session_cookie: str) -> bool:
 
 
 class BodyRoutes:
-    """Which requests may bring the large body: a `POST` to a URL named in `upload_names`."""
+    """Which requests may bring the large body: a `POST` (or, for a resumable upload's
+    append, a `PATCH`) to a URL named in `upload_names`."""
 
     def __init__(self, upload_names: Collection[str], session_cookie: str) -> None:
         self.upload_names = frozenset(upload_names)
         self.session_cookie = session_cookie
 
     def is_upload(self, scope: Scope) -> bool:
-        if scope["method"] != "POST":
+        if scope["method"] not in ("POST", "PATCH"):
             return False
         try:
             match = resolve(scope["path"])

@@ -66,6 +66,17 @@ SUBMISSION_DRAFT_TTL_DAYS = env_number("SUBMISSION_DRAFT_TTL_DAYS", 7)
 # deleted by the `orphan_files` cleanup once this old: longer than any upload takes.
 STORED_ORPHAN_GRACE_MINUTES = env_number("STORED_ORPHAN_GRACE_MINUTES", 60)
 
+# --- Resumable uploads (SPEC §11.5) -----------------------------------------------------------
+MAX_RESUMABLE_UPLOAD_SIZE = int(env_number("MAX_RESUMABLE_UPLOAD_SIZE", 5 * 1024**3))
+# Hours after its last byte an upload not attached expires (cleanup kind `uploads`).
+UPLOAD_EXPIRY_HOURS = env_number("UPLOAD_EXPIRY_HOURS", 24)
+# Seconds an append claim lasts without news from its writer (a killed web process's claim
+# lapses after this); a writer renews it at every checkpoint.
+UPLOAD_WRITE_LEASE_SECONDS = env_number("UPLOAD_WRITE_LEASE_SECONDS", 60)
+# Bytes between two checkpoints of an append (fsync, then the offset and digest state saved).
+UPLOAD_CHECKPOINT_BYTES = int(env_number("UPLOAD_CHECKPOINT_BYTES", 16 * 1024 * 1024))
+UPLOAD_URL_NAMES += ["upload-list", "upload-detail"]
+
 # --- Benchmarks (SPEC §11.1) -------------------------------------------------------------------
 # Bytes of one challenge bundle (a multipart body is bounded by MAX_REQUEST_BODY_SIZE as well),
 # and of its members once unpacked (a zip bomb is refused from its central directory).

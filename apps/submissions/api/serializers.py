@@ -7,7 +7,7 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from apps.core.api.pagination import PageOutputSerializer
-from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
+from apps.submissions.models import ResumableUpload, Submission, SubmissionFile, SubmissionStatus
 
 
 class SubmissionFileOutputSerializer(serializers.ModelSerializer[SubmissionFile]):
@@ -118,3 +118,27 @@ class SubmissionCreateInputSerializer(serializers.Serializer[Any]):
 
 class SubmissionFileAddInputSerializer(serializers.Serializer[Any]):
     file = serializers.FileField(allow_empty_file=True, use_url=False)
+
+
+class UploadOutputSerializer(serializers.ModelSerializer[ResumableUpload]):
+    """A resumable upload: `offset` counts the bytes durably stored."""
+
+    upload_id = serializers.CharField(source="id", read_only=True)
+    attached = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ResumableUpload
+        fields = (
+            "upload_id",
+            "offset",
+            "length",
+            "complete",
+            "sha256",
+            "created_at",
+            "expires_at",
+            "attached",
+        )
+        read_only_fields = fields
+
+    def get_attached(self, upload: ResumableUpload) -> bool:
+        return upload.attached_at is not None

@@ -1,6 +1,6 @@
 from django.urls import URLPattern, URLResolver, path
 
-from apps.submissions.api import views
+from apps.submissions.api import uploads, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("submissions/", views.SubmissionListCreateApi.as_view(), name="submission-list"),
@@ -19,4 +19,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
         views.SubmissionFileDownloadApi.as_view(),
         name="submission-file-download",
     ),
+    path("uploads/", uploads.UploadListApi.as_view(), name="upload-list"),
+    path("uploads/<hexid:upload_id>/", uploads.UploadDetailApi.as_view(), name="upload-detail"),
 ]
