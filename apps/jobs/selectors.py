@@ -189,6 +189,8 @@ class QuotaStatus:
     warnings: list[str]
     active_lives: int
     max_lives: int
+    max_upload_file_size: int
+    max_resumable_upload_size: int
 
 
 def quota_status(
@@ -220,4 +222,6 @@ def quota_status(
         ),
         active_lives=life_living_count(user_id=user_id),
         max_lives=int(settings.SCHEDULE_MAX_LIVES_PER_USER),
+        max_upload_file_size=int(settings.MAX_UPLOAD_FILE_SIZE),
+        max_resumable_upload_size=int(settings.MAX_RESUMABLE_UPLOAD_SIZE),
     )

@@ -175,6 +175,8 @@ def test_quota_me_reports_limits_usage_and_warnings(user: User, user_client: API
         ],
         "active_lives": 0,
         "max_lives": 1000,
+        "max_upload_file_size": 104857600,
+        "max_resumable_upload_size": 5 * 1024**3,
     }
 
 

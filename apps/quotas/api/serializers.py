@@ -53,7 +53,8 @@ class QuotaMeOutputSerializer(serializers.Serializer[Any]):
     monthly_cost_limit = serializers.FloatField(allow_null=True)
     cost_this_month = serializers.FloatField()
     storage_bytes = serializers.IntegerField(
-        help_text="Bytes of your submission files (drafts and sealed) stored now."
+        help_text="Bytes of your submission files (drafts and sealed) and of your resumable "
+        "uploads not attached yet, stored now."
     )
     max_storage_bytes = serializers.IntegerField(help_text="Your storage limit in bytes.")
     warnings = serializers.ListField(child=serializers.CharField())
@@ -62,4 +63,11 @@ class QuotaMeOutputSerializer(serializers.Serializer[Any]):
     )
     max_lives = serializers.IntegerField(
         help_text="At most this many (SCHEDULE_MAX_LIVES_PER_USER); beyond, 429 too_many_lives."
+    )
+    max_upload_file_size = serializers.IntegerField(
+        help_text="Bytes of one file sent in one request (MAX_UPLOAD_FILE_SIZE); larger files "
+        "go through /api/uploads/."
+    )
+    max_resumable_upload_size = serializers.IntegerField(
+        help_text="Bytes of one resumable upload (MAX_RESUMABLE_UPLOAD_SIZE)."
     )

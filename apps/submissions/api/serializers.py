@@ -142,3 +142,10 @@ class UploadOutputSerializer(serializers.ModelSerializer[ResumableUpload]):
 
     def get_attached(self, upload: ResumableUpload) -> bool:
         return upload.attached_at is not None
+
+
+class SubmissionFileAttachInputSerializer(serializers.Serializer[Any]):
+    """Attach a finished resumable upload as the file `filename`."""
+
+    upload_id = serializers.RegexField(r"^[0-9a-f]{32}$", help_text="A finished upload of yours.")
+    filename = serializers.CharField(max_length=1024, trim_whitespace=False)

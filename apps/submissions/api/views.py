@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from apps.core.api.base import ApiView
 from apps.core.api.downloads import DOWNLOAD_RESPONSE, attachment_response
 from apps.core.api.pagination import PageQuerySerializer, page_of
+from apps.core.api.parsers import BoundedJSONParser
 from apps.core.api.schema import error_responses
 from apps.core.exceptions import InvalidRequest
 from apps.core.readers import READER_SCOPE, submission_get_readable
@@ -24,6 +25,7 @@ from apps.submissions.api.parsers import SingleFileMultiPartParser, StreamingMul
 from apps.submissions.api.serializers import (
     SubmissionCreateInputSerializer,
     SubmissionFileAddInputSerializer,
+    SubmissionFileAttachInputSerializer,
     SubmissionFileListOutputSerializer,
     SubmissionFileOutputSerializer,
     SubmissionOutputSerializer,
@@ -35,6 +37,7 @@ from apps.submissions.selectors import (
     submission_get,
     submission_list_with_files,
 )
+from apps.submissions.services.attach import submission_file_attach
 from apps.submissions.services.drafts import (
     submission_assert_open_for_upload,
     submission_create,
@@ -202,9 +205,10 @@ class SubmissionFileDownloadApi(ReaderMixin, ApiView):
 
 class SubmissionFileListCreateApi(ReaderMixin, ClosesUploadsMixin, ApiView):
     """GET: the files of a submission you may read, in upload order, each with its download
-    path. POST: add one file to your draft (streamed)."""
+    path. POST: add one file to your draft (streamed), or attach a finished resumable upload
+    (JSON `{"upload_id", "filename"}`)."""
 
-    parser_classes = [SingleFileMultiPartParser]
+    parser_classes = [SingleFileMultiPartParser, BoundedJSONParser]
     upload_file_types: Sequence[str] | None = ()
 
     @extend_schema(
@@ -220,7 +224,10 @@ class SubmissionFileListCreateApi(ReaderMixin, ClosesUploadsMixin, ApiView):
 
     @extend_schema(
         operation_id="submissions_files_create",
-        request={"multipart/form-data": SubmissionFileAddInputSerializer},
+        request={
+            "multipart/form-data": SubmissionFileAddInputSerializer,
+            "application/json": SubmissionFileAttachInputSerializer,
+        },
         parameters=[CHECKSUM_HEADER],
         responses={
             201: SubmissionFileOutputSerializer,
@@ -233,7 +240,9 @@ class SubmissionFileListCreateApi(ReaderMixin, ClosesUploadsMixin, ApiView):
                 415,
                 429,
                 _400=UPLOAD_400,
-                _409="`submission_sealed`: a job was created for the submission.",
+                _409="`submission_sealed`: a job was created for the submission; "
+                "`upload_incomplete`: the upload has not received all its bytes; "
+                "`upload_attached`: the upload already became a file or a bundle.",
                 _429=STORAGE_429,
             ),
         },
@@ -241,6 +250,19 @@ class SubmissionFileListCreateApi(ReaderMixin, ClosesUploadsMixin, ApiView):
         "with the stored file (a safe retry).",
     )
     def post(self, request: Request, submission_id: str) -> Response:
+        if (request.content_type or "").startswith("application/json"):
+            data = self.body(SubmissionFileAttachInputSerializer)
+            attached = submission_file_attach(
+                user=self.user,
+                submission_id=submission_id,
+                upload_id=data["upload_id"],
+                filename=data["filename"],
+            )
+            return self.respond(
+                SubmissionFileOutputSerializer,
+                attached.file,
+                status=HTTPStatus.CREATED if attached.created else HTTPStatus.OK,
+            )
         # Refuse an unknown, foreign or sealed submission before reading the body, whose
         # files' extensions are then checked as they arrive (the submission's file types).
         submission = submission_assert_open_for_upload(user=self.user, submission_id=submission_id)
