@@ -1,9 +1,10 @@
 """Registrations of the submissions app (imported from `SubmissionsConfig.ready()`): the
-cleanup kinds `drafts` and `orphan_files`."""
+cleanup kinds `drafts`, `orphan_files` and `uploads`."""
 
 from __future__ import annotations
 
 from apps.core.cleanup import register_cleanup
+from apps.submissions.resumable.services import uploads_expired_cleanup
 from apps.submissions.services.storage import stored_orphans_cleanup, submission_drafts_cleanup
 
 register_cleanup(
@@ -16,3 +17,9 @@ register_cleanup(
     "stored uploads no file row names (a web process killed mid-upload), older than "
     "STORED_ORPHAN_GRACE_MINUTES",
 )(stored_orphans_cleanup)
+
+register_cleanup(
+    "uploads",
+    "resumable uploads not attached within UPLOAD_EXPIRY_HOURS of their last byte, with their "
+    "bytes",
+)(uploads_expired_cleanup)

@@ -196,14 +196,13 @@ def test_a_named_host_may_change_it_and_the_hosts_become_the_bundles_plus_the_up
     assert {h["username"] for h in response.json()["hosts"]} == {"bob"}
 
 
-def test_an_upload_id_waits_for_resumable_uploads(
+def test_an_unknown_upload_id_is_not_found(
     host: User, client_for: Callable[[User], APIClient]
 ) -> None:
     response = client_for(host).post("/api/challenges/", {"upload_id": "a" * 32}, format="json")
 
-    assert response.status_code == HTTPStatus.BAD_REQUEST
-    assert response.json()["code"] == "invalid_bundle"
-    assert "upload_id" in response.json()["fields"]
+    assert response.status_code == HTTPStatus.NOT_FOUND
+    assert response.json()["code"] == "not_found"
 
 
 def test_a_post_without_a_bundle_is_invalid_bundle(

@@ -134,7 +134,7 @@ class BundleMultipartSerializer(serializers.Serializer[Any]):
 
 
 class BundleUploadIdSerializer(serializers.Serializer[Any]):
-    """The schema of the JSON form (a finished resumable upload; not available yet)."""
+    """The schema of the JSON form (a finished resumable upload)."""
 
     upload_id = serializers.CharField()
     dry_run = serializers.BooleanField(required=False, default=False)

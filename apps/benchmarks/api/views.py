@@ -28,6 +28,7 @@ from apps.benchmarks.api.serializers import (
 from apps.benchmarks.exceptions import InvalidBundle
 from apps.benchmarks.selectors import challenge_get_visible, challenge_list
 from apps.benchmarks.services.apply import challenge_apply
+from apps.benchmarks.services.apply_upload import challenge_apply_upload
 from apps.benchmarks.services.participants import challenge_participate, participant_approve
 from apps.benchmarks.services.public_data import phase_public_data
 from apps.core.api.base import ApiView
@@ -70,7 +71,16 @@ class ChallengeListApi(ClosesUploadsMixin, ApiView):
                 description="Updated (or unchanged) challenge; with `dry_run`, the plan.",
             ),
             201: ChallengeOutputSerializer,
-            **error_responses(400, 415, _400=_BUNDLE_400),
+            **error_responses(
+                400,
+                404,
+                409,
+                415,
+                _400=_BUNDLE_400,
+                _404="`not_found`: no such upload of yours.",
+                _409="`upload_incomplete`: the upload has not received all its bytes; "
+                "`upload_attached`: it was applied already.",
+            ),
         },
         description="Apply a bundle (a .zip with challenge.yaml at its root). With `dry_run` "
         "the answer is `{dry_run, slug, plan}` and nothing changes.",
@@ -78,28 +88,24 @@ class ChallengeListApi(ClosesUploadsMixin, ApiView):
     def post(self, request: Request) -> Response:
         query = self.query(DryRunQuerySerializer)
         data = self.validated(ChallengeApplyInputSerializer, request.data, error=InvalidBundle)
+        dry_run = bool(query.get("dry_run") or data.get("dry_run"))
         if "upload_id" in data:
-            raise InvalidBundle(
-                "Resumable uploads are not available yet.",
-                fields={
-                    "upload_id": [
-                        "resumable uploads are not available yet: send the "
-                        "bundle as the multipart file `bundle`"
-                    ]
-                },
+            result = challenge_apply_upload(
+                user=self.user, upload_id=data["upload_id"], dry_run=dry_run
             )
-        bundle = request.FILES.get("bundle")
-        if not isinstance(bundle, IncomingBundle):
-            raise InvalidBundle(
-                "Send the bundle as the multipart file `bundle`.",
-                fields={"bundle": ["is required"]},
+        else:
+            bundle = request.FILES.get("bundle")
+            if not isinstance(bundle, IncomingBundle):
+                raise InvalidBundle(
+                    "Send the bundle as the multipart file `bundle`.",
+                    fields={"bundle": ["is required"]},
+                )
+            result = challenge_apply(
+                user=self.user,
+                bundle_path=Path(bundle.temporary_file_path()),
+                sha256=bundle.sha256,
+                dry_run=dry_run,
             )
-        result = challenge_apply(
-            user=self.user,
-            bundle_path=Path(bundle.temporary_file_path()),
-            sha256=bundle.sha256,
-            dry_run=bool(query.get("dry_run") or data.get("dry_run")),
-        )
         if result.dry_run:
             plan = {
                 "dry_run": True,
