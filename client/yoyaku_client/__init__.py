@@ -12,6 +12,7 @@ with Client("http://127.0.0.1:8000", token="...") as client:
 """
 
 from yoyaku_client.client import Action, Client, WaitTimeout
+from yoyaku_client.endpoints.uploads import ResumableStatus, UploadLimits
 from yoyaku_client.errors import (
     AmbiguousRequestError,
     ApiError,
@@ -44,11 +45,13 @@ __all__ = [
     "NotFound",
     "PermissionDenied",
     "QuotaError",
+    "ResumableStatus",
     "RetryEvent",
     "RetryPolicy",
     "Safety",
     "ServerError",
     "TransportError",
+    "UploadLimits",
     "WaitTimeout",
     "YoyakuError",
     "__version__",

@@ -19,13 +19,21 @@ from yoyaku_client.endpoints.quotas import QuotasApi
 from yoyaku_client.endpoints.review import ReviewApi
 from yoyaku_client.endpoints.schedules import Action, SchedulesApi, schedule_time
 from yoyaku_client.endpoints.submissions import UPLOAD_KEY_FIELD, SubmissionsApi
+from yoyaku_client.endpoints.uploads import UploadsApi
 from yoyaku_client.transport import RetryEvent, RetryPolicy, Transport
 
 __all__ = ["UPLOAD_KEY_FIELD", "Action", "Client", "WaitTimeout", "schedule_time"]
 
 
 class Client(
-    AccountApi, SubmissionsApi, JobsApi, QuotasApi, ReviewApi, SchedulesApi, ChallengesApi
+    AccountApi,
+    SubmissionsApi,
+    JobsApi,
+    QuotasApi,
+    ReviewApi,
+    SchedulesApi,
+    ChallengesApi,
+    UploadsApi,
 ):
     """A Yoyaku API client.
 

@@ -7,6 +7,9 @@
 - `uploads/<digest>.json` beside it: one small state file per upload (server, user,
   idempotency key → submission, files stored, job), so that `yoyaku submit` continues a
   killed upload.
+- `uploads/resumable-<digest>.json` beside those: a resumable upload of one file's bytes
+  (server, user, sha256, size → the upload's id), so a large file killed mid-upload carries
+  on from the offset the server stored; removed once the upload is attached.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ from typing import Any
 
 import click
 
-__all__ = ["Settings", "UploadState", "config_dir", "load_settings", "save_settings"]
+__all__ = [
+    "ResumableState",
+    "Settings",
+    "UploadState",
+    "config_dir",
+    "load_settings",
+    "save_settings",
+]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 STATE_MAX_AGE = 30 * 24 * 3600
@@ -160,6 +170,51 @@ class UploadState:
         }
         _write_private(self.path, json.dumps(data, indent=2) + "\n", durable=False)
         _prune_old_states(self.path.parent)
+
+
+@dataclass
+class ResumableState:
+    """The resumable upload holding one file's bytes (by server, user, sha256 and size)."""
+
+    server: str
+    username: str
+    sha256: str
+    size: int
+    upload_id: str = ""
+
+    @property
+    def path(self) -> Path:
+        raw = f"{self.server}\n{self.username}\n{self.sha256}\n{self.size}"
+        digest = hashlib.sha256(raw.encode()).hexdigest()[:32]
+        return config_dir() / "uploads" / f"resumable-{digest}.json"
+
+    @classmethod
+    def load(cls, server: str, username: str, sha256: str, size: int) -> ResumableState:
+        state = cls(server=server, username=username, sha256=sha256, size=size)
+        try:
+            data = json.loads(state.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return state
+        if isinstance(data, dict) and data.get("sha256") == sha256 and data.get("size") == size:
+            state.upload_id = str(data.get("upload_id") or "")
+        return state
+
+    def save(self, upload_id: str) -> None:
+        self.upload_id = upload_id
+        data = {
+            "server": self.server,
+            "username": self.username,
+            "sha256": self.sha256,
+            "size": self.size,
+            "upload_id": upload_id,
+        }
+        # Durable: a run killed right after the upload was made must find it again.
+        _write_private(self.path, json.dumps(data, indent=2) + "\n")
+
+    def forget(self) -> None:
+        self.upload_id = ""
+        with contextlib.suppress(OSError):
+            self.path.unlink()
 
 
 def _prune_old_states(folder: Path) -> None:

@@ -133,8 +133,9 @@ class Output:
         """A styled side note on stderr (retries)."""
         self.err.print(plain(text), style=style)
 
-    def print(self, text: str) -> None:
-        self.out.print(plain(text))
+    def print(self, text: str, *, style: str | None = None) -> None:
+        """A line on stdout; `style` colours it on a terminal only (a pipe gets plain text)."""
+        self.out.print(plain(text), style=style)
 
     def write(self, text: str) -> None:
         """Text as it is to stdout, without rich (a program's output: `terminal_safe` first,

@@ -264,6 +264,13 @@ class Transport:
                 close()
         return response
 
+    def wait_before_retry(
+        self, method: str, path: str, attempt: int, delay: float, reason: str
+    ) -> None:
+        """Tell `on_retry` and wait `delay`: for a caller's own retry loop (resumable uploads
+        carry on from the server's offset, not by sending the same request again)."""
+        self._wait(method, path, attempt, delay, reason)
+
     def _wait(self, method: str, path: str, attempt: int, delay: float, reason: str) -> None:
         if self.on_retry is not None:
             self.on_retry(

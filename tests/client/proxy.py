@@ -50,6 +50,8 @@ class FaultProxy:
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
         self.upstream = (upstream_host, upstream_port)
         self.log: list[tuple[str, str]] = []
+        #: (method, path, body bytes) of each request forwarded whole to the server.
+        self.forwarded: list[tuple[str, str, int]] = []
         self.rules: list[Rule] = []
         self._lock = threading.Lock()
         self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -89,6 +91,12 @@ class FaultProxy:
         pattern = re.compile(path)
         with self._lock:
             return sum(1 for m, p in self.log if m == method and pattern.search(p))
+
+    def body_bytes(self, method: str, path: str) -> int:
+        """Bytes of the bodies of matching requests that reached the server."""
+        pattern = re.compile(path)
+        with self._lock:
+            return sum(n for m, p, n in self.forwarded if m == method and pattern.search(p))
 
     def close(self) -> None:
         self._closed.set()
@@ -170,6 +178,8 @@ class FaultProxy:
         if rule is not None and rule.kind == "pause" and not paused:
             rule.reached.set()
             rule.go.wait(timeout=120)
+        with self._lock:
+            self.forwarded.append((method, path, length))
         kept = [h for h in headers if h.split(":", 1)[0].strip().lower() != "connection"]
         request = "\r\n".join([lines[0], *kept, "Connection: close", "", ""]).encode("latin-1")
         answer = b""

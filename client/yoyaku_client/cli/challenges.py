@@ -4,6 +4,7 @@ challenge's phases with what your team has left, and a host's bundle applied (or
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import tempfile
 import zipfile
 from pathlib import Path
@@ -12,9 +13,12 @@ from typing import Any
 import click
 
 from yoyaku_client.cli.common import json_option, open_client, output_for
+from yoyaku_client.cli.submit import reporter_for
 from yoyaku_client.client import Client
+from yoyaku_client.config import ResumableState
 from yoyaku_client.errors import NotFound
 from yoyaku_client.output import Output, fmt
+from yoyaku_client.submit import LocalFile
 
 
 def local_time(value: str | None) -> str:
@@ -198,7 +202,12 @@ def challenge_push(bundle: Path, dry_run: bool, as_json: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="yoyaku-bundle-") as scratch:
         path = _zipped(bundle, Path(scratch)) if bundle.is_dir() else bundle
         with open_client(output) as client:
-            status, answer = client.push_bundle(path, dry_run=dry_run)
+            limits = client.upload_limits()
+            big = path.stat().st_size > limits.max_upload_file_size
+            if big and limits.max_resumable_upload_size is not None:
+                status, answer = push_resumably(client, output, path, dry_run=dry_run)
+            else:
+                status, answer = client.push_bundle(path, dry_run=dry_run)
     if as_json:
         output.json(answer)
         return
@@ -212,17 +221,54 @@ def challenge_push(bundle: Path, dry_run: bool, as_json: bool) -> None:
     output.print(str(answer.get("slug")))
 
 
+#: The colour of each kind of plan line on a terminal (a pipe or a file gets no colour).
+PLAN_STYLES = {"create": "green", "delete": "red", "update": "yellow"}
+
+
+def push_resumably(
+    client: Client, output: Output, path: Path, *, dry_run: bool
+) -> tuple[int, dict[str, Any]]:
+    """A bundle over MAX_UPLOAD_FILE_SIZE: a resumable upload (carried on from the server's
+    offset when a killed run left one: the zip of an unchanged folder has the same bytes),
+    then applied by its upload id."""
+    with path.open("rb") as handle:
+        digest = hashlib.file_digest(handle, "sha256").hexdigest()
+    item = LocalFile(path, path.name, path.stat().st_size, digest)
+    state = ResumableState.load(client.base_url, client.me().username, digest, item.size)
+    reporter = reporter_for(output, None)
+    reporter.upload_started([item], 0)
+    reporter.file_started(item, 1, 1)
+    try:
+        upload = client.upload_resumable(
+            path,
+            upload_id=state.upload_id or None,
+            progress=lambda sent, total: reporter.file_progress(item, sent, total),
+            on_created=state.save,
+        )
+        reporter.file_finished(item, 1, 1, created=True)
+    finally:
+        reporter.upload_finished()
+        reporter.close()
+    if upload.resumed_from:
+        output.message(f"resumed the bundle's upload at byte {upload.resumed_from}")
+    try:
+        return client.push_bundle(None, dry_run=dry_run, upload_id=upload.upload_id)
+    finally:
+        state.forget()  # the server has judged these bytes (a killed run keeps the state)
+
+
 def show_plan(output: Output, answer: dict[str, Any]) -> None:
     changes = [op for op in answer.get("plan", []) if op.get("op") != "unchanged"]
     output.message(f"Dry run for {answer.get('slug')}: {len(changes)} changes, nothing applied")
     for op in changes:
         kind, path = op.get("op"), op.get("path")
+        style = PLAN_STYLES.get(str(kind), PLAN_STYLES["update"])
         if kind == "create":
-            output.print(f"+ {path}: {brief(op.get('to'))}")
+            output.print(f"+ {path}: {brief(op.get('to'))}", style=style)
         elif kind == "delete":
-            output.print(f"- {path}: {brief(op.get('from'))}")
+            output.print(f"- {path}: {brief(op.get('from'))}", style=style)
         else:
-            output.print(f"~ {path}: {brief(op.get('from'))} → {brief(op.get('to'))}")
+            output.print(f"~ {path}: {brief(op.get('from'))} → {brief(op.get('to'))}", style=style)
     if not changes:
         output.print("no change")
 

@@ -31,7 +31,7 @@ from yoyaku_client.output import (
 from yoyaku_client.submit import RETRY_STATUSES, Reporter, SubmitOptions, Submitter
 
 
-def _reporter(output: Output, progress: bool | None) -> Reporter:
+def reporter_for(output: Output, progress: bool | None) -> Reporter:
     """Bars on a terminal (or everywhere with --progress: drawn for a terminal even into a
     file or pipe); lines otherwise; with --json only warnings."""
     if progress:
@@ -171,7 +171,7 @@ def submit(
         phase=phase,
         file_types=file_types,
     )
-    reporter = _reporter(output, progress)
+    reporter = reporter_for(output, progress)
     try:
         with open_client(output) as client:
             result = Submitter(client, reporter).run(options)

@@ -93,9 +93,23 @@ class ChallengesApi(ApiBase):
         )
         return result
 
-    def push_bundle(self, bundle: Path, *, dry_run: bool = False) -> tuple[int, dict[str, Any]]:
-        """`POST /api/challenges/` with the bundle (a zip): (the HTTP status, the answer).
+    def push_bundle(
+        self, bundle: Path | None, *, dry_run: bool = False, upload_id: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """`POST /api/challenges/` with the bundle (a zip), or with `upload_id`, a finished
+        resumable upload of it (`upload_resumable`): (the HTTP status, the answer).
         Not repeated after a lost answer; applying the same bytes again changes nothing."""
+        if upload_id is not None:
+            response = self.transport.request(
+                "POST",
+                "/challenges/",
+                params={"dry_run": "true"} if dry_run else None,
+                json={"upload_id": upload_id},
+                safety=Safety.UNSAFE,
+            )
+            return response.status_code, response.json()
+        if bundle is None:
+            raise ValueError("push_bundle needs a bundle or an upload_id")
         body = multipart_body(
             [("dry_run", "true")] if dry_run else [],
             [FilePart(path=bundle, filename=bundle.name, field="bundle")],

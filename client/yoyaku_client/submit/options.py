@@ -37,7 +37,8 @@ class FileOutcome:
     filename: str
     size: int
     sha256: str
-    #: "uploaded", "already stored" (a resumed upload) or "replayed" (the server had it: 200)
+    #: "uploaded", "already stored" (a resumed upload), "replayed" (the server had it: 200) or
+    #: "resumed" (a large file's resumable upload carried on from the server's offset)
     action: str
 
 

@@ -126,12 +126,14 @@ def check_files(
     entrypoint: str,
     config_file: str,
     extensions: Sequence[str] | None = None,
+    sizes: bool = True,
 ) -> None:
     """Refuse, before any request, what the server would refuse. With `extensions` (a
-    predictions phase's file types) there is no program: no entrypoint or config file."""
+    predictions phase's file types) there is no program: no entrypoint or config file.
+    `sizes=False` leaves the sizes to `check_sizes` (once the server's limits are known)."""
     program = not extensions
     extensions = tuple(extensions) if extensions else allowed_extensions()
-    limit = max_file_size()
+    limit = max_file_size() if sizes else None
     problems: list[str] = []
     if not files:
         problems.append("no files to send")
@@ -140,7 +142,7 @@ def check_files(
         problem = name_problem(item.name)
         if problem is None and not _has_allowed_extension(item.name, extensions):
             problem = f"extension not allowed (allowed: {' '.join(extensions)})"
-        if problem is None and item.size > limit:
+        if problem is None and limit is not None and item.size > limit:
             problem = f"{item.size} bytes, more than the limit of {limit}"
         if problem is None and item.name.lower() in seen:
             problem = f"same name as {seen[item.name.lower()]} (names are compared ignoring case)"
@@ -153,5 +155,29 @@ def check_files(
     for role, name in (("entrypoint", entrypoint), ("config file", config_file)):
         if program and files and name not in names:
             problems.append(f"the {role} {name!r} is not among the files")
+    if problems:
+        raise LocalRefusal(problems)
+
+
+def check_sizes(files: Sequence[LocalFile], *, max_size: int, resumable_max: int | None) -> None:
+    """Refuse files over the server's limits: above `max_size` a file goes resumably, up to
+    `resumable_max` (None: the server has no resumable uploads). The draft is created with
+    its first file sent whole, so at least one file must be at most `max_size`."""
+    problems: list[str] = []
+    for item in files:
+        if item.size <= max_size:
+            continue
+        if resumable_max is None:
+            problems.append(f"{item.path}: {item.size} bytes, more than the limit of {max_size}")
+        elif item.size > resumable_max:
+            problems.append(
+                f"{item.path}: {item.size} bytes, more than the limit of {resumable_max} "
+                "for a resumable upload"
+            )
+    if files and not problems and all(f.size > max_size for f in files):
+        problems.append(
+            f"every file is over {max_size} bytes: a submission starts with a file sent "
+            "whole (add a small file, e.g. the entrypoint, or compress one)"
+        )
     if problems:
         raise LocalRefusal(problems)

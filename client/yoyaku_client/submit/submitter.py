@@ -9,7 +9,7 @@ from yoyaku_client.client import Client
 from yoyaku_client.config import UploadState
 from yoyaku_client.submit.hashing import HashQueue, default_idempotency_key
 from yoyaku_client.submit.options import SubmitOptions, SubmitResult
-from yoyaku_client.submit.packing import check_files, collect_files
+from yoyaku_client.submit.packing import check_files, check_sizes, collect_files
 from yoyaku_client.submit.reporting import Reporter
 from yoyaku_client.submit.resume import RETRY_STATUSES, ResumeSteps, retry_key
 from yoyaku_client.submit.upload import UploadSteps
@@ -30,6 +30,14 @@ class Submitter(ResumeSteps, UploadSteps):
                 entrypoint=options.entrypoint,
                 config_file=options.config_file,
                 extensions=options.file_types,
+                sizes=False,
+            )
+        self.limits = self.client.upload_limits()
+        if options.local_checks:
+            check_sizes(
+                files,
+                max_size=self.limits.max_upload_file_size,
+                resumable_max=self.limits.max_resumable_upload_size,
             )
         explicit = options.idempotency_key is not None
         self.reporter.hashing_started(sum(f.size for f in files))
@@ -41,6 +49,7 @@ class Submitter(ResumeSteps, UploadSteps):
         )
         try:
             me = self.client.me()
+            self.username = me.username
             if options.idempotency_key is None:
                 hashes.wait_all()
             key = options.idempotency_key or default_idempotency_key(

@@ -9,9 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from yoyaku_client.client import Client
-from yoyaku_client.config import UploadState
+from yoyaku_client.config import ResumableState, UploadState
+from yoyaku_client.endpoints.uploads import UploadLimits
 from yoyaku_client.errors import ApiError, ConflictError, YoyakuError
-from yoyaku_client.models import FileInfo, Reservation, Submission
+from yoyaku_client.models import FileInfo, Reservation, Submission, UploadedFile
+from yoyaku_client.multipart import ProgressCallback
 from yoyaku_client.submit.hashing import HashQueue
 from yoyaku_client.submit.options import FileOutcome, SubmitOptions, SubmitResult
 from yoyaku_client.submit.packing import LocalFile
@@ -64,6 +66,8 @@ class UploadSteps:
 
     client: Client
     reporter: Reporter
+    limits: UploadLimits
+    username: str
 
     def _upload_and_enqueue(
         self,
@@ -150,6 +154,11 @@ class UploadSteps:
                 "already stored"
             )
         todo = [f for f in files if f.name.lower() not in stored]
+        large = self.limits.max_upload_file_size
+        if draft is None:  # the draft is created with a file sent whole: a small one first
+            first = next((f for f in todo if f.size <= large), None)
+            if first is not None:
+                todo = [first, *(f for f in todo if f is not first)]
         # Hashes are known for every file by now except when uploading to a new draft with an
         # explicit key: there each is awaited just before its file is sent.
         outcomes: dict[str, FileOutcome] = {
@@ -170,7 +179,11 @@ class UploadSteps:
                 def progress(sent: int, total: int, item: LocalFile = item) -> None:
                     self.reporter.file_progress(item, sent, total)
 
-                if not submission_id:
+                action = "uploaded"
+                if submission_id and item.size > large:
+                    uploaded, action = self._send_resumable(submission_id, item, progress)
+                    created = uploaded.created
+                elif not submission_id:
                     submission = self.client.create_submission(
                         [item.path],
                         entrypoint=options.entrypoint,
@@ -199,9 +212,35 @@ class UploadSteps:
                 state.files[item.name] = item.sha256
                 state.save()
                 outcomes[item.name] = FileOutcome(
-                    item.name, item.size, item.sha256, "uploaded" if created else "replayed"
+                    item.name, item.size, item.sha256, action if created else "replayed"
                 )
                 self.reporter.file_finished(item, done, count, created=created)
         finally:
             self.reporter.upload_finished()
         return submission_id, [outcomes[f.name] for f in files]
+
+    def _send_resumable(
+        self, submission_id: str, item: LocalFile, progress: ProgressCallback
+    ) -> tuple[UploadedFile, str]:
+        """A file over MAX_UPLOAD_FILE_SIZE: a resumable upload (carried on from the server's
+        offset when an earlier run left one, found by the file's state), then attached."""
+        state = ResumableState.load(self.client.base_url, self.username, item.sha256, item.size)
+        if state.upload_id:
+            self.reporter.message(f"{item.name}: carrying on with upload {state.upload_id}")
+        status = self.client.upload_resumable(
+            item.path, upload_id=state.upload_id or None, progress=progress, on_created=state.save
+        )
+        if status.resumed_from:
+            self.reporter.message(
+                f"{item.name}: resumed at byte {status.resumed_from} of {item.size} (the "
+                "server had stored the bytes before it)"
+            )
+        if status.sha256 and status.sha256 != item.sha256:
+            state.forget()
+            raise YoyakuError(
+                f"{item.name}: the server stored bytes whose sha256 is {status.sha256}, not "
+                f"{item.sha256}: the file changed while it was uploaded; run again"
+            )
+        uploaded = self.client.attach_upload(submission_id, status.upload_id, item.name)
+        state.forget()
+        return uploaded, "resumed" if status.resumed_from else "uploaded"
