@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from apps.core.logcontext import current_request_id
 from apps.core.models_utils import new_hex_id
+from apps.core.sql import ModelInsert
 from apps.jobs.models import Job
 from apps.jobs.selectors import QuotaUsage, quota_usage, rate_limit_retry_after
 from apps.quotas.exceptions import CostLimitExceeded, RateLimited
@@ -50,6 +51,9 @@ from apps.quotas.services import (
     reservation_consume,
     reservation_create,
 )
+
+# The job's INSERT without compiling it every time (every admission runs it).
+_JOB_INSERT = ModelInsert(Job)
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,7 @@ def job_admit(
             raise quota_exceeded_error(limits.max_concurrent_jobs)
         concurrent_after = usage.concurrent + 1
 
-    job = Job.objects.create(
+    job = Job(
         id=new_hex_id(),
         owner_id=user.pk,
         submission_id=submission_id,
@@ -112,6 +116,7 @@ def job_admit(
         cost=cost,
         request_id=current_request_id(),
     )
+    _JOB_INSERT.save(job)
     if reservation is not None:
         reservation_consume(reservation=reservation, job_id=job.pk, now=now)
     cost_after = usage.cost_this_month + cost

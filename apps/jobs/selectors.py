@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -75,8 +76,11 @@ def idempotency_key_lookup(*, user_id: int, key: str, now: dt.datetime) -> KeyLo
     running it, and loaded the whole job (logs included) where a replay needs two columns.
     """
     row = _KEY_LOOKUP.fetchone([connection.ops.adapt_datetimefield_value(now), user_id, key])
-    if row is None:
-        return None
+    return None if row is None else key_lookup_of(row)
+
+
+def key_lookup_of(row: Sequence[Any]) -> KeyLookup:
+    """A key row read as `_KEY_LOOKUP` reads it: (fingerprint, live, job id, job status)."""
     fingerprint, live, job_id, status = row
     job = None
     if job_id is not None and status is not None:

@@ -41,9 +41,9 @@ def quota_policy_lock(*, user: AbstractBaseUser) -> QuotaPolicy:
     """
     # SQLite has no FOR UPDATE; its IMMEDIATE transaction already holds the write lock.
     statement = _POLICY_LOCK if connection.features.has_select_for_update else _POLICY_READ
-    found = statement.instances(QuotaPolicy, [user.pk])
-    if found:
-        return found[0]
+    found = statement.instance(QuotaPolicy, [user.pk])
+    if found is not None:
+        return found
     created, _ = QuotaPolicy.objects.get_or_create(user_id=user.pk)
     return QuotaPolicy.objects.select_for_update().get(pk=created.pk)
 

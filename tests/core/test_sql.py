@@ -54,3 +54,41 @@ def test_a_statement_runs_with_parameters() -> None:
     statement = SqlStatement("SELECT COUNT(*) FROM {j} WHERE {j.status} = %s", j=Job)
 
     assert statement.fetchone(["queued"]) == (0,)
+
+
+@pytest.mark.django_db
+def test_a_model_insert_writes_what_create_writes() -> None:
+    from django.utils import timezone
+
+    from apps.core.sql import ModelInsert
+    from tests.factories.users import make_user
+
+    user = make_user(username="insert")
+    now = timezone.now()
+    # An auto-incremented key comes back from the INSERT; JSON and defaults are written as
+    # the ORM writes them.
+    key = IdempotencyKey(
+        user_id=user.pk,
+        key="k",
+        fingerprint="f",
+        lock_token="t",
+        locked_at=now,
+        created_at=now,
+        expires_at=now,
+    )
+    ModelInsert(IdempotencyKey).save(key)
+    assert key.pk is not None
+    assert not key._state.adding
+    stored = IdempotencyKey.objects.get(pk=key.pk)
+    assert (stored.key, stored.fingerprint, stored.lock_token) == ("k", "f", "t")
+    assert stored.created_at is not None
+
+    from tests.factories.submissions import make_submission
+
+    submission = make_submission(owner=user)
+    job = Job(owner_id=user.pk, submission_id=submission.pk, config={"a": [1, "x"]}, cost=2.0)
+    ModelInsert(Job).save(job)
+    loaded = Job.objects.get(pk=job.pk)
+    assert loaded.config == {"a": [1, "x"]}
+    assert loaded.status == "queued"
+    assert loaded.created_at is not None

@@ -18,12 +18,15 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-from django.db.models import Sum
+from django.db.models import Exists, F, Func, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.expressions import Combinable, Value
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import LessThan
 
 from apps.benchmarks.metrics import phase_limit_refused
-from apps.benchmarks.models import Entry, GrantLimit, Phase, Team, TeamGrant
+from apps.benchmarks.models import Entry, GrantLimit, Phase, Team, TeamGrant, TeamMember
 from apps.benchmarks.team_exceptions import PhaseLimitExceeded
-from apps.jobs.models import ACTIVE_JOB_STATUSES
+from apps.jobs.models import ACTIVE_JOB_STATUSES, Job
 
 PER_DAY = "per_day"
 TOTAL = "total"
@@ -118,3 +121,71 @@ def phase_limits_admit(*, entry: Entry, team: Team, now: dt.datetime) -> None:
     Entry.objects.filter(pk=entry.pk).update(
         team=team, counted=True, counted_at=now, refund_reason=""
     )
+
+
+def _count_of(rows: QuerySet[Entry]) -> Subquery:
+    """`SELECT COUNT(*)` of `rows`, as a scalar subquery (no GROUP BY: COUNT as a plain
+    function keeps the subquery one row)."""
+    return Subquery(
+        rows.order_by().annotate(n=Func(F("pk"), function="COUNT")).values("n"),
+        output_field=IntegerField(),
+    )
+
+
+def _allowed_with_grants(
+    *, base: int, team_id: str, phase: Phase, limit: str, day: dt.date | None
+) -> Combinable:
+    """The phase's `base` limit plus the team's grants of `limit` (those of `day`, if given),
+    as an expression evaluated in the statement that uses it."""
+    grants = TeamGrant.objects.filter(team_id=team_id, phase=phase, limit=limit)
+    if day is not None:
+        grants = grants.filter(day=day)
+    extra = Subquery(
+        grants.order_by().annotate(s=Func(F("extra"), function="SUM")).values("s"),
+        output_field=IntegerField(),
+    )
+    return Value(base, output_field=IntegerField()) + Coalesce(extra, 0)
+
+
+def phase_limits_count_if_under(
+    *, entry: Entry, team_id: str, user_id: int, now: dt.datetime
+) -> bool:
+    """One statement: count `entry` for `team_id` if the user is still a member and the team is
+    under every limit of the entry's phase (grants included), and say whether it was counted.
+
+    The caller holds the team row's lock, taken in a statement of its own before this one, so
+    the counts (read at this statement's start) include every entry counted before the lock
+    was granted. False says nothing about why: `phase_limits_admit` then finds out (and makes
+    the refusal) under the same lock."""
+    phase = entry.phase
+    counted = Entry.objects.filter(phase_id=phase.pk, team_id=team_id, counted=True)
+    conditions: list[Q | Exists | LessThan] = [
+        Exists(TeamMember.objects.filter(team_id=team_id, user_id=user_id))
+    ]
+    if phase.limit_total is not None:
+        allowed = _allowed_with_grants(
+            base=phase.limit_total, team_id=team_id, phase=phase, limit=GrantLimit.TOTAL, day=None
+        )
+        conditions.append(LessThan(_count_of(counted), allowed))
+    if phase.limit_per_day is not None:
+        start = utc_day_start(now)
+        allowed = _allowed_with_grants(
+            base=phase.limit_per_day,
+            team_id=team_id,
+            phase=phase,
+            limit=GrantLimit.PER_DAY,
+            day=start.date(),
+        )
+        conditions.append(LessThan(_count_of(counted.filter(counted_at__gte=start)), allowed))
+    if phase.limit_concurrent is not None:
+        active = Job.objects.filter(submission_id=OuterRef("pk"), status__in=ACTIVE_JOB_STATUSES)
+        conditions.append(
+            LessThan(
+                _count_of(counted.filter(Exists(active))),
+                Value(phase.limit_concurrent, output_field=IntegerField()),
+            )
+        )
+    updated = Entry.objects.filter(*conditions, pk=entry.pk).update(
+        team_id=team_id, counted=True, counted_at=now, refund_reason=""
+    )
+    return updated == 1

@@ -36,7 +36,7 @@ from apps.benchmarks.models import (
     TeamMember,
 )
 from apps.benchmarks.selectors import challenge_get_seen, participant_get
-from apps.benchmarks.services.phase_limits import phase_limits_admit
+from apps.benchmarks.services.phase_limits import phase_limits_admit, phase_limits_count_if_under
 from apps.core.exceptions import NotFound
 from apps.jobs.admission_checks import AdmissionCandidate
 from apps.submissions.contexts import SubmissionContext
@@ -178,22 +178,33 @@ def phase_admission_check(candidate: AdmissionCandidate) -> None:
     The entry counts for the submitter's team at enqueue (a team of one when they have none
     now): a draft made in a team they left does not spend that team's limits. Locks that team's
     row FIRST (the user's quota row comes after, in the jobs admission); the membership is read
-    again under the lock, since a leave may have committed in between."""
+    again under the lock, since a leave may have committed in between.
+
+    Two statements when the submitter is still in the entry's team and under its limits (the
+    usual case): read the entry and its phase with the entry's team row locked, then count the
+    entry in one conditional UPDATE whose subqueries check the membership and every limit
+    (`phase_limits_count_if_under`). Otherwise, still under that lock, the general path below
+    finds the current team (or makes a team of one), locks it, and admits or refuses."""
     entry = (
-        Entry.objects.select_related("phase", "phase__challenge")
+        Entry.objects.select_related("phase", "team")
+        .select_for_update(of=("team",))
         .filter(submission_id=candidate.submission_id)
+        .order_by()
         .first()
     )
     if entry is None:
         raise PhaseClosed("The phase of this submission no longer exists.")
     phase_assert_open(entry.phase, candidate.now)
+    user_id = int(candidate.user.pk)
+    if phase_limits_count_if_under(
+        entry=entry, team_id=entry.team_id, user_id=user_id, now=candidate.now
+    ):
+        return
+    challenge = Challenge.objects.get(pk=entry.phase.challenge_id)
     for _attempt in range(_NAME_ATTEMPTS):
-        team = team_for_submitter(challenge=entry.phase.challenge, user=candidate.user)
+        team = team_for_submitter(challenge=challenge, user=candidate.user)
         locked = Team.objects.select_for_update(of=("self",)).filter(pk=team.pk).first()
-        if (
-            locked is not None
-            and TeamMember.objects.filter(team=locked, user_id=candidate.user.pk).exists()
-        ):
+        if locked is not None and TeamMember.objects.filter(team=locked, user_id=user_id).exists():
             phase_limits_admit(entry=entry, team=locked, now=candidate.now)
             return
     raise PhaseClosed("Your team changed while this submission was enqueued; try again.")

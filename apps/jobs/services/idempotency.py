@@ -22,6 +22,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -32,7 +33,7 @@ from django.utils import timezone
 
 from apps.core.cleanup import CleanupReport
 from apps.core.models_utils import new_hex_id
-from apps.core.sql import SqlStatement
+from apps.core.sql import ModelInsert, SqlStatement
 from apps.jobs.exceptions import (
     IdempotencyKeyMismatch,
     IdempotencyKeyReused,
@@ -41,12 +42,29 @@ from apps.jobs.exceptions import (
 )
 from apps.jobs.metrics import IDEMPOTENCY_TAKEOVERS, counts_submission_refusals
 from apps.jobs.models import IdempotencyKey, Job
-from apps.jobs.selectors import idempotency_key_lookup
+from apps.jobs.selectors import KeyLookup, idempotency_key_lookup, key_lookup_of
 
 logger = logging.getLogger(__name__)
 
 MAX_KEY_LENGTH = 256
 
+# A claim's INSERT without compiling it every time (every new key runs it).
+_KEY_INSERT = ModelInsert(IdempotencyKey)
+# PostgreSQL: the claim of a new key and the read of an existing one in one statement. The
+# INSERT does nothing when the (user, key) row exists; the SELECT reads the table as it was
+# when the statement began (it never sees the row the INSERT adds). So one part answers: the
+# new claim's id, or the existing row (as `idempotency_key_lookup` reads it); neither when a
+# concurrent request's claim committed while this statement waited on it.
+_CLAIM_OR_READ = SqlStatement(
+    "WITH ins AS (INSERT INTO {k} ({k.user}, {k.key}, {k.fingerprint}, {k.lock_token},"
+    " {k.locked_at}, {k.created_at}, {k.expires_at}) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT DO NOTHING RETURNING {k.id})"
+    " SELECT ins.{k.id}, NULL, NULL, NULL, NULL FROM ins UNION ALL"
+    " SELECT NULL, k.{k.fingerprint}, k.{k.expires_at} > %s, k.{k.job}, j.{j.status} FROM {k} k"
+    " LEFT JOIN {j} j ON j.{j.id} = k.{k.job} WHERE k.{k.user} = %s AND k.{k.key} = %s",
+    k=IdempotencyKey,
+    j=Job,
+)
 # Raw SQL on purpose (once per new job with a key): the ORM spent about twice as long compiling
 # this compare-and-set as the database spent running it (docs/benchmarks.md, raw SQL).
 _BIND = SqlStatement(
@@ -168,7 +186,8 @@ def idempotency_claim(
     Must not be called inside another transaction: the claim is committed before any work
     starts, so concurrent requests with the key see it. A new key is claimed by one INSERT
     (the (user, key) unique constraint decides between racing requests); a finished key is
-    answered from a plain read, so replays never queue on a lock; everything else (a live or
+    answered from a plain read, so replays never queue on a lock (on PostgreSQL the INSERT and
+    the read are one statement, `_CLAIM_OR_READ`); everything else (a live or
     dead claim, an expired key, a lost insert race) is decided on the locked key row. Raises
     IdempotencyKeyReused (the key names another payload) or IdempotencyRequestInProgress (a
     live claim holds it).
@@ -176,24 +195,63 @@ def idempotency_claim(
     now = timezone.now()
     token = new_hex_id()
     expires = now + dt.timedelta(hours=ttl_hours)
-    existing = idempotency_key_lookup(user_id=int(user.pk), key=key, now=now)
-    if existing is not None:
-        if existing.job is not None and existing.live:
-            if existing.fingerprint != fingerprint:
-                raise IdempotencyKeyReused()
-            return IdempotencyClaim(replay=existing.job)
-        return _idempotency_claim_locked(
+    claim = partial(
+        _idempotency_claim_locked,
+        user=user,
+        key=key,
+        fingerprint=fingerprint,
+        token=token,
+        now=now,
+        expires=expires,
+    )
+    if connection.vendor == "postgresql":
+        claimed, existing = _idempotency_claim_or_read(
             user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
         )
-    try:
-        return _idempotency_claim_insert(
-            user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
-        )
-    except IntegrityError:
-        # Another request inserted the key first: decide on its row.
-        return _idempotency_claim_locked(
-            user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
-        )
+        if claimed is not None:
+            return claimed
+    else:
+        existing = idempotency_key_lookup(user_id=int(user.pk), key=key, now=now)
+        if existing is None:
+            try:
+                return _idempotency_claim_insert(
+                    user=user,
+                    key=key,
+                    fingerprint=fingerprint,
+                    token=token,
+                    now=now,
+                    expires=expires,
+                )
+            except IntegrityError:
+                # Another request inserted the key first: decide on its row.
+                return claim()
+    if existing is not None and existing.job is not None and existing.live:
+        if existing.fingerprint != fingerprint:
+            raise IdempotencyKeyReused()
+        return IdempotencyClaim(replay=existing.job)
+    # A live or dead claim, an expired key, or (PostgreSQL) a claim committed meanwhile.
+    return claim()
+
+
+def _idempotency_claim_or_read(
+    *,
+    user: AbstractBaseUser,
+    key: str,
+    fingerprint: str,
+    token: str,
+    now: dt.datetime,
+    expires: dt.datetime,
+) -> tuple[IdempotencyClaim | None, KeyLookup | None]:
+    """PostgreSQL: one statement (`_CLAIM_OR_READ`): the new claim, else the existing row
+    (None, None: a concurrent claim committed meanwhile, decided on the locked row)."""
+    adapt = connection.ops.adapt_datetimefield_value
+    inserted = [user.pk, key, fingerprint, token, adapt(now), adapt(now), adapt(expires)]
+    row = _CLAIM_OR_READ.fetchone([*inserted, adapt(now), user.pk, key])
+    if row is None:
+        return None, None
+    if row[0] is not None:
+        return IdempotencyClaim(key_id=int(row[0]), token=token), None
+    return None, key_lookup_of(row[1:])
 
 
 def _idempotency_claim_insert(
@@ -208,7 +266,7 @@ def _idempotency_claim_insert(
     """The one INSERT of a new claim; IntegrityError (in its own savepoint when inside a
     transaction) when the (user, key) row exists already."""
     with transaction.atomic() if connection.in_atomic_block else nullcontext():
-        created = IdempotencyKey.objects.create(
+        created = IdempotencyKey(
             user_id=user.pk,
             key=key,
             fingerprint=fingerprint,
@@ -217,6 +275,7 @@ def _idempotency_claim_insert(
             created_at=now,
             expires_at=expires,
         )
+        _KEY_INSERT.save(created)
     return IdempotencyClaim(key_id=int(created.pk), token=token)
 
 
