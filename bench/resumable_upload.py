@@ -7,7 +7,9 @@ One run, the same bytes (`BENCH_RESUMABLE_MB`, default 2048) three ways:
   ratio to the baseline, and the workers' peak RSS growth;
 - a client that stops at half and resumes: bytes it sends after asking the offset.
 
-SQLite in a temporary folder by default; `DATABASE_URL` selects PostgreSQL.
+SQLite in a temporary folder by default; `DATABASE_URL` selects PostgreSQL. `BENCH_S3=1` runs
+the server on S3 (moto's server on loopback, in this process): the resumable upload then
+goes to an S3 multipart upload as it arrives.
 """
 
 from __future__ import annotations
@@ -98,6 +100,33 @@ def resumable(port: int, token: str, source: Path, append: int, stop_at: int | N
     return path, resumed_bytes, json.loads(body or b"{}")
 
 
+def s3_env() -> dict[str, str]:
+    """With BENCH_S3=1: moto's S3 server on loopback and a bucket, as the server's env."""
+    if os.environ.get("BENCH_S3") != "1":
+        return {}
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {
+        "AWS_STORAGE_BUCKET_NAME": "bench-uploads",
+        "AWS_S3_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_S3_REGION_NAME": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    boto3.client(
+        "s3",
+        endpoint_url=env["AWS_S3_ENDPOINT_URL"],
+        region_name="us-east-1",
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    ).create_bucket(Bucket=env["AWS_STORAGE_BUCKET_NAME"])
+    return env
+
+
 def main() -> None:
     size = int(float(os.environ.get("BENCH_RESUMABLE_MB", "2048")) * MB)
     append = int(float(os.environ.get("BENCH_APPEND_MB", "256")) * MB)
@@ -110,7 +139,7 @@ def main() -> None:
         with source.open("rb") as handle:
             while chunk := handle.read(MB):
                 digest.update(chunk)
-        server, port, token, _ = start_server(work)
+        server, port, token, _ = start_server(work, **s3_env())
         try:
             client = Client(port, token)
             first = work / "main.py"
@@ -126,7 +155,8 @@ def main() -> None:
                 chunked = time.monotonic() - started
             assert body["sha256"] == digest.hexdigest()
             _, resumed, _ = resumable(port, token, source, append, stop_at=size // 2)
-            print(f"bytes: {size / MB:.0f} MiB, appends of {append / MB:.0f} MiB")
+            where = "S3 (moto)" if os.environ.get("BENCH_S3") == "1" else "local disk"
+            print(f"bytes: {size / MB:.0f} MiB, appends of {append / MB:.0f} MiB, on {where}")
             print(f"single request: {single:.2f} s ({size / MB / single:.0f} MiB/s)")
             print(f"resumable: {chunked:.2f} s ({size / MB / chunked:.0f} MiB/s)")
             print(f"throughput ratio (resumable / single): {single / chunked:.2f}")

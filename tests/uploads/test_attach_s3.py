@@ -1,5 +1,5 @@
-"""On S3 (moto's server on loopback) the upload's bytes wait on the web host's disk and
-attaching streams them to the submission's key in the bucket; the local bytes then go."""
+"""On S3 (moto's server on loopback) an upload small enough for one part completes as a
+one-part multipart upload, and attaching names that object (no copy, nothing left locally)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.uploads.requests import send
 pytestmark = pytest.mark.django_db
 
 
-def test_attach_streams_the_upload_to_the_bucket(
+def test_attach_names_the_completed_object_in_the_bucket(
     user: User,
     user_client: APIClient,
     s3: Any,  # noqa: F811 - the fixture
@@ -38,7 +38,8 @@ def test_attach_streams_the_upload_to_the_bucket(
     assert created.status_code == HTTPStatus.CREATED
     upload = ResumableUpload.objects.get()
     local = store.local_path(upload.storage_key)
-    assert local.read_bytes() == data
+    assert not local.exists()
+    assert s3.get_object(Bucket=s3.bucket, Key=upload.storage_key)["Body"].read() == data
     draft = make_submission(owner=user, files=())
     with django_capture_on_commit_callbacks(execute=True):
         response = user_client.post(
@@ -49,7 +50,7 @@ def test_attach_streams_the_upload_to_the_bucket(
     assert response.status_code == HTTPStatus.CREATED
     assert response.json()["sha256"] == hashlib.sha256(data).hexdigest()
     file = SubmissionFile.objects.get()
-    assert file.storage_name.startswith(f"submissions/{draft.pk}/")
+    assert file.storage_name == upload.storage_key
     stored = s3.get_object(Bucket=s3.bucket, Key=file.storage_name)["Body"].read()
     assert stored == data
     assert not local.exists()

@@ -26,8 +26,8 @@ class UploadSource:
 
 
 def upload_source(*, user: AbstractBaseUser, upload_id: str) -> UploadSource:
-    """The user's finished upload as a local file to read (no lock). Raises NotFound,
-    UploadIncomplete, UploadAttached."""
+    """The user's finished upload as a local file to read (no lock; on S3 a download).
+    Raises NotFound, UploadIncomplete, UploadAttached."""
     upload = upload_get(upload_id=upload_id, user=user)
     if upload.attached_at is not None:
         raise UploadAttached(f"Upload {upload.pk} already became a file or a bundle.")
@@ -38,7 +38,7 @@ def upload_source(*, user: AbstractBaseUser, upload_id: str) -> UploadSource:
         )
     return UploadSource(
         upload_id=upload.pk,
-        path=store.local_path(upload.storage_key),
+        path=store.readable_path(upload.storage_key),
         size=upload.offset,
         sha256=upload.sha256,
     )

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -116,7 +116,7 @@ class _Append:
     upload: ResumableUpload
     user: AbstractBaseUser
     token: str
-    handle: IO[bytes]
+    handle: store.Sink
     digest: ResumableSha256
     saved: int  # the offset saved in the row
     written: int = 0  # bytes written past `saved`, not saved yet
@@ -124,7 +124,7 @@ class _Append:
 
     def save(self, *, complete: bool = False) -> None:
         """Checkpoint: fsync, then save offset + digest state (admitting the bytes)."""
-        store.make_durable(self.handle)
+        self.handle.make_durable()
         now = timezone.now()
         new_offset = self.saved + self.written
         fields: dict[str, Any] = {
@@ -149,11 +149,13 @@ class _Append:
         self.last_saved_at = time.monotonic()
         for name, value in fields.items():
             setattr(self.upload, name, value)
+        self.handle.after_save(complete=complete)
 
     def due(self) -> bool:
         lease = float(settings.UPLOAD_WRITE_LEASE_SECONDS)
         return (
             self.written >= int(settings.UPLOAD_CHECKPOINT_BYTES)
+            or self.handle.part_ready()
             or time.monotonic() - self.last_saved_at > lease / 3
         )
 
@@ -254,7 +256,7 @@ def upload_append(
         RESUMABLE_RESUMES.inc()
     token = _claim(upload, request.offset)
     try:
-        with store.open_for_append(upload.storage_key, request.offset) as handle:
+        with store.open_sink(upload.storage_key, request.offset) as handle:
             append = _Append(
                 upload=upload,
                 user=user,
@@ -288,7 +290,7 @@ def _write_body(append: _Append, request: AppendRequest, length: int | None) -> 
             break
         total = append.saved + append.written + len(chunk)
         if total > limit:
-            store.cut_back(append.handle, append.saved)
+            append.handle.cut_back(append.saved)
             if length is not None:
                 raise UploadLengthMismatch(
                     f"The body goes past the upload's length {length}.",
@@ -296,7 +298,7 @@ def _write_body(append: _Append, request: AppendRequest, length: int | None) -> 
                 )
             _check_length(total)
         if total - started > budget:
-            store.cut_back(append.handle, append.saved)
+            append.handle.cut_back(append.saved)
             status = storage_status(user=append.user)
             raise storage_quota_error(used=status.used, limit=status.limit, adding=total - started)
         append.handle.write(chunk)
@@ -333,7 +335,7 @@ def _finish(
     started: int,
 ) -> None:
     if body_hash is not None and (broke_off or body_hash.digest() != request.checksum):
-        store.cut_back(append.handle, started)
+        append.handle.cut_back(started)
         if broke_off:
             return
         raise UploadChecksumMismatch(extra={"offset": started})
@@ -342,7 +344,7 @@ def _finish(
         append.save()
         return
     if request.complete is True and length is not None and end != length:
-        store.cut_back(append.handle, append.saved)
+        append.handle.cut_back(append.saved)
         raise UploadLengthMismatch(
             f"The upload ends at {end} bytes, not at its length {length}.",
             extra={"length": length, "offset": append.saved},

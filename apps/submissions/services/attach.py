@@ -1,7 +1,8 @@
 """A finished resumable upload becomes a submission file (SPEC §11.5): `submission_file_attach`.
 
-The bytes are not copied on local storage: the file row names the upload's stored object. On a
-storage without local paths (S3) they are streamed to the submission's key first. The upload
+The bytes are not copied on local storage nor on S3: the file row names the upload's stored
+object (on S3 the completed multipart upload). On another storage without local paths they are
+streamed to the submission's key first. The upload
 is marked attached in the transaction that inserts the file row, so its bytes stop counting as
 an upload exactly when they start counting as the file (the storage sum never sees both).
 """
@@ -9,7 +10,6 @@ an upload exactly when they start counting as the file (the storage sum never se
 from __future__ import annotations
 
 from functools import partial
-from pathlib import Path
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.files import File
@@ -17,11 +17,12 @@ from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.core.archives import archive_kind
 from apps.core.models_utils import new_hex_id
 from apps.submissions.exceptions import DuplicateFilename, UploadAttached, UploadIncomplete
 from apps.submissions.metrics import counts_upload_refusals, upload_created, upload_safe_retry
 from apps.submissions.models import ResumableUpload, Submission, SubmissionFile
-from apps.submissions.resumable import store
+from apps.submissions.resumable import s3parts, store
 from apps.submissions.resumable.selectors import upload_get
 from apps.submissions.selectors import submission_file_get_by_name, submission_get
 from apps.submissions.services.drafts import (
@@ -81,9 +82,10 @@ def submission_file_attach(
         upload_safe_retry()
         return result
     _assert_room(submission)
-    path = store.local_path(upload.storage_key)
-    validate_archive(path=path, filename=filename)
-    stored = _stored_name(submission_id=submission.pk, upload=upload, path=path, filename=filename)
+    store.finish(upload.storage_key)
+    if archive_kind(filename) is not None:
+        validate_archive(path=store.readable_path(upload.storage_key), filename=filename)
+    stored = _stored_name(submission_id=submission.pk, upload=upload, filename=filename)
     try:
         result = _attach_insert(
             user=user, submission=submission, upload=upload, stored=stored, filename=filename
@@ -96,11 +98,12 @@ def submission_file_attach(
     return result
 
 
-def _stored_name(*, submission_id: str, upload: ResumableUpload, path: Path, filename: str) -> str:
-    """The upload's own object where storage has local paths; else a copy streamed to the
-    submission's key (S3 multipart, chunk by chunk)."""
-    if store.storage_has_paths():
+def _stored_name(*, submission_id: str, upload: ResumableUpload, filename: str) -> str:
+    """The upload's own object where storage has local paths or is S3 (the completed
+    multipart upload is the object); else a copy streamed to the submission's key."""
+    if store.storage_has_paths() or s3parts.is_s3():
         return upload.storage_key
+    path = store.local_path(upload.storage_key)
     key = f"{UPLOAD_PREFIX}/{submission_id}/{new_hex_id()}/{filename}"
     with path.open("rb") as handle:
         return storages["default"].save(key, File(handle))
@@ -142,4 +145,6 @@ def _attach_insert(
             ) from exc
         if stored != upload.storage_key:
             transaction.on_commit(partial(store.remove, upload.storage_key))
+        elif s3parts.is_s3():
+            transaction.on_commit(partial(store.remove_local, upload.storage_key))
     return FileAddResult(file=row, created=True)
