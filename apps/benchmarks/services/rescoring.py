@@ -10,8 +10,11 @@ version, or `failed` with the reason for hosts. The scores' unique constraint
 (submission, version) scored once however often a task is delivered or a worker dies. Then it
 switches the leaderboard if nothing is left open, and enqueues itself again (one chain keeps
 at most one worker busy: `RESCORE_WORKERS` chains per rescore, so that new submissions, on
-the same queue, always find a worker). An item whose lease expired `GRADING_MAX_ATTEMPTS`
-times fails `worker_lost`.
+the same queue, always find a worker). While no job is queued for a worker, one task scores
+up to `RESCORE_BATCH` items in a row (within GRADING_TIMEOUT, so the task stays within its
+time limit) before it hands its chain to a new task: a waiting job waits for one item at
+most, as with one item per task, and idle workers skip a task round trip per item. An item
+whose lease expired `GRADING_MAX_ATTEMPTS` times fails `worker_lost`.
 
 `rescores_reap`: every minute, a live rescore with open items and no chain seen working
 for a lease's length gets its chains again (a Redis broker never re-delivers the task of a
