@@ -229,3 +229,9 @@ def quota_status(
         max_upload_file_size=int(settings.MAX_UPLOAD_FILE_SIZE),
         max_resumable_upload_size=int(settings.MAX_RESUMABLE_UPLOAD_SIZE),
     )
+
+
+def jobs_waiting() -> bool:
+    """True when a job is queued for a worker (the partial index `jobs_queued_created`): work
+    that may run in batches (rescoring) yields the worker after its current item."""
+    return Job.objects.filter(status=JobStatus.QUEUED).exists()

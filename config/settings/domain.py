@@ -182,3 +182,6 @@ else:
 # Work chains per rescore: at most this many workers score old submissions in a new scoring
 # version at once (docs/decisions.md: new submissions share the queue and keep a worker).
 RESCORE_WORKERS = int(env_number("RESCORE_WORKERS", 1))
+# Items one rescore task scores in a row while no job is queued for a worker (then it hands
+# its chain on to a new task): fewer task round trips, new submissions still wait one item.
+RESCORE_BATCH = int(env_number("RESCORE_BATCH", 20))

@@ -91,7 +91,11 @@ def rescore_begin(*, phase: Phase, version: int) -> Rescore:
 
 def rescore_switch_if_complete(*, rescore_id: int) -> bool:
     """Switch the leaderboard to the rescore's version if no item is left open; True if this
-    call switched it. One transaction: the rescore's conditional UPDATE, then the phase's."""
+    call switched it. One transaction: the rescore's conditional UPDATE, then the phase's.
+    While items are open (nearly every call of a running rescore) one read answers, with no
+    transaction or lock; the check is repeated under the lock before switching."""
+    if RescoreItem.objects.filter(rescore_id=rescore_id, status__in=OPEN).exists():
+        return False
     with transaction.atomic():
         rescore = (
             Rescore.objects.select_for_update()

@@ -10,8 +10,11 @@ version, or `failed` with the reason for hosts. The scores' unique constraint
 (submission, version) scored once however often a task is delivered or a worker dies. Then it
 switches the leaderboard if nothing is left open, and enqueues itself again (one chain keeps
 at most one worker busy: `RESCORE_WORKERS` chains per rescore, so that new submissions, on
-the same queue, always find a worker). An item whose lease expired `GRADING_MAX_ATTEMPTS`
-times fails `worker_lost`.
+the same queue, always find a worker). While no job is queued for a worker, one task scores
+up to `RESCORE_BATCH` items in a row (within GRADING_TIMEOUT, so the task stays within its
+time limit) before it hands its chain to a new task: a waiting job waits for one item at
+most, as with one item per task, and idle workers skip a task round trip per item. An item
+whose lease expired `GRADING_MAX_ATTEMPTS` times fails `worker_lost`.
 
 `rescores_reap`: every minute, a live rescore with open items and no chain seen working
 for a lease's length gets its chains again (a Redis broker never re-delivers the task of a
@@ -24,6 +27,7 @@ import datetime as dt
 import logging
 import secrets
 import threading
+import time
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -31,7 +35,8 @@ from django.db import IntegrityError, connection, connections, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from apps.benchmarks.models import Entry, Rescore, RescoreItem, RescoreItemStatus, RescoreState
+from apps.benchmarks.models import Rescore, RescoreItem, RescoreItemStatus, RescoreState
+from apps.benchmarks.services.rescore_plans import RescorePlan, rescore_item_load, rescore_plan
 from apps.benchmarks.services.rescores import (
     LIVE,
     OPEN,
@@ -39,7 +44,6 @@ from apps.benchmarks.services.rescores import (
     rescore_switch_if_complete,
 )
 from apps.benchmarks.services.scores import baseline_scores_record, entry_scores_record
-from apps.benchmarks.services.scoring import phase_scoring_plan
 from apps.core.cluster import WorkerStopping, interruptible, worker_leave, worker_stopping
 from apps.grading.baselines import bundle_folder_score, kept_predictions_score
 from apps.grading.grader import GradingFile
@@ -47,6 +51,7 @@ from apps.grading.leases import grading_lease_seconds
 from apps.grading.phase_results import storable_text
 from apps.grading.phases import SCORING_FAILED, BundleFolder
 from apps.grading.results import GradingResult
+from apps.jobs.selectors import jobs_waiting
 from apps.submissions.selectors import submission_file_list
 
 logger = logging.getLogger(__name__)
@@ -132,40 +137,48 @@ class _Renewer(threading.Thread):
         self.join(timeout=30)
 
 
-def _score(item: RescoreItem, version: int) -> GradingResult:
-    """Stage 2 of `version` on the item's kept predictions (no transaction held)."""
-    if item.entry_id is not None:
-        entry = Entry.objects.select_related("phase", "phase__challenge").get(pk=item.entry_id)
-        phase = entry.phase
-        plan = phase_scoring_plan(
-            phase, bundle_file=phase.challenge.bundle_file, version_number=version
-        )
-        if phase.kind == "code":
+def _score(item: RescoreItem, version: int) -> tuple[GradingResult, RescorePlan | None]:
+    """Stage 2 of `version` on the item's kept predictions (no transaction held), and the
+    plan it used (None when it could not be made)."""
+    bundle = str(getattr(item, "version_bundle", "") or "")
+    if item.entry is not None:
+        entry = item.entry
+        cached = rescore_plan(phase=entry.phase, version=version, version_bundle=bundle)
+        if entry.phase.kind == "code":
             if not entry.kept_predictions:
-                return _failed("the run stage's predictions were not kept")
+                return _failed("the run stage's predictions were not kept"), cached
             files: tuple[GradingFile, ...] = (
                 GradingFile(filename="predictions.tar.gz", storage_name=entry.kept_predictions),
             )
-            return kept_predictions_score(plan=plan, files=files, kept_archive="predictions.tar.gz")
+            kept = kept_predictions_score(
+                plan=cached.plan, files=files, kept_archive="predictions.tar.gz"
+            )
+            return kept, cached
         files = tuple(
             GradingFile(filename=f.filename, storage_name=f.storage_name)
             for f in submission_file_list(submission=entry.submission)
         )
-        return kept_predictions_score(plan=plan, files=files)
+        return kept_predictions_score(plan=cached.plan, files=files), cached
     if item.baseline is None:
-        return _failed("the item names neither a submission nor a baseline")
+        return _failed("the item names neither a submission nor a baseline"), None
     phase = item.baseline.phase
-    bundle_file = phase.challenge.bundle_file
-    plan = phase_scoring_plan(phase, bundle_file=bundle_file, version_number=version)
-    folder = BundleFolder(bundle_file, item.baseline.folder, item.baseline.digest)
-    return bundle_folder_score(plan=plan, predictions=folder)
+    cached = rescore_plan(phase=phase, version=version, version_bundle=bundle)
+    folder = BundleFolder(phase.challenge.bundle_file, item.baseline.folder, item.baseline.digest)
+    return bundle_folder_score(plan=cached.plan, predictions=folder), cached
 
 
 def _failed(reason: str) -> GradingResult:
     return GradingResult(outcome="failed", reason=reason)
 
 
-def _record(*, taken: _Taken, item: RescoreItem, version: int, result: GradingResult) -> str:
+def _record(
+    *,
+    taken: _Taken,
+    item: RescoreItem,
+    version: int,
+    result: GradingResult,
+    cached: RescorePlan | None,
+) -> str:
     """Write the outcome under the lease; `done`, `failed` or `lease_lost`."""
     outcome = result.phase
     scored = outcome is not None and not outcome.failure and bool(outcome.scores)
@@ -189,11 +202,13 @@ def _record(*, taken: _Taken, item: RescoreItem, version: int, result: GradingRe
         if scored and outcome is not None:
             try:
                 with transaction.atomic():
-                    if item.entry_id is not None:
-                        entry = Entry.objects.select_related("phase", "submission").get(
-                            pk=item.entry_id
+                    if item.entry is not None:
+                        entry_scores_record(
+                            entry=item.entry,
+                            version=version,
+                            splits=outcome.scores,
+                            metrics=None if cached is None else cached.metrics,
                         )
-                        entry_scores_record(entry=entry, version=version, splits=outcome.scores)
                     elif item.baseline is not None:
                         baseline_scores_record(
                             baseline=item.baseline, version=version, splits=outcome.scores
@@ -215,30 +230,22 @@ def _give_back(taken: _Taken) -> None:
     )
 
 
-def rescore_next(*, rescore_id: int) -> str:
-    """Score one open item of the rescore, then go on (see the module docstring). Returns
-    `idle` (nothing free), `done`, `failed` or `lease_lost`; a worker that is stopping
-    (SIGTERM, `apps.core.cluster`) gives the item back and enqueues the chain again
-    (`interrupted`, or `requeued` when it had not started)."""
-    if worker_stopping():
-        rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
-        worker_leave()
-        return "requeued"
+def _item_run(*, rescore_id: int) -> str:
+    """Take, score and record one item: `idle`, `done`, `failed`, `lease_lost`, or
+    `interrupted` (the worker is stopping: the item was given back)."""
     taken = _item_take(rescore_id=rescore_id)
     if taken is None:
-        rescore_switch_if_complete(rescore_id=rescore_id)
         return "idle"
-    item = RescoreItem.objects.select_related(
-        "rescore", "baseline", "baseline__phase", "baseline__phase__challenge"
-    ).get(pk=taken.item_id)
+    item = rescore_item_load(item_id=taken.item_id)
     version = item.rescore.version
     renewer = None if connection.in_atomic_block else _Renewer(taken)
     if renewer is not None:
         renewer.start()
     result: GradingResult | None = None
+    cached: RescorePlan | None = None
     try:
         with interruptible():
-            result = _score(item, version)
+            result, cached = _score(item, version)
     except WorkerStopping:
         pass  # given back below, once the renewer no longer renews the lease
     except Exception as exc:
@@ -249,11 +256,46 @@ def rescore_next(*, rescore_id: int) -> str:
             renewer.stop()
     if result is None:
         _give_back(taken)
+        return "interrupted"
+    outcome = _record(taken=taken, item=item, version=version, result=result, cached=cached)
+    logger.info("rescore: item %s of v%s: %s", item.pk, version, outcome)
+    return outcome
+
+
+def _go_on(*, scored: int, started: float) -> bool:
+    """Whether the chain's task scores another item itself: fewer than RESCORE_BATCH so far,
+    well within the task's time limit (an item lasts at most a lease, and Q_TIMEOUT exceeds
+    two), and no job queued for a worker (a new submission waits for one item at most)."""
+    if scored >= max(1, int(settings.RESCORE_BATCH)) or worker_stopping():
+        return False
+    if time.monotonic() - started >= float(settings.GRADING_TIMEOUT):
+        return False
+    return not jobs_waiting()
+
+
+def rescore_next(*, rescore_id: int) -> str:
+    """Score open items of the rescore, then go on (see the module docstring). Returns
+    `idle` (nothing free), `done`, `failed` or `lease_lost` (the last item's outcome); a
+    worker that is stopping (SIGTERM, `apps.core.cluster`) gives the item back and enqueues
+    the chain again (`interrupted`, or `requeued` when it had not started)."""
+    if worker_stopping():
         rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
         worker_leave()
-        return "interrupted"
-    outcome = _record(taken=taken, item=item, version=version, result=result)
-    logger.info("rescore: item %s of v%s: %s", item.pk, version, outcome)
+        return "requeued"
+    started = time.monotonic()
+    scored = 0
+    while True:
+        outcome = _item_run(rescore_id=rescore_id)
+        if outcome == "idle":
+            rescore_switch_if_complete(rescore_id=rescore_id)
+            return outcome
+        if outcome == "interrupted":
+            rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
+            worker_leave()
+            return outcome
+        scored += 1
+        if not _go_on(scored=scored, started=started):
+            break
     rescore_switch_if_complete(rescore_id=rescore_id)
     rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
     return outcome

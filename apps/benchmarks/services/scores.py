@@ -12,7 +12,7 @@ rather than offered.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from django.db import IntegrityError, transaction
 
@@ -27,36 +27,43 @@ def phase_ranking_metrics(phase: Phase) -> list[tuple[str, str]]:
 
 
 def entry_scores_record(
-    *, entry: Entry, version: int, splits: Mapping[str, Mapping[str, float]]
+    *,
+    entry: Entry,
+    version: int,
+    splits: Mapping[str, Mapping[str, float]],
+    metrics: Sequence[tuple[str, str]] | None = None,
 ) -> list[Score]:
     """Store `splits` {split: {metric: value}} as the entry's scores in `version` and keep
     its team's best rows. Every declared metric of every split must be there and finite (the
-    caller checked; KeyError or ValueError otherwise). Must run inside a transaction; locks
-    the entry's team row until it ends (after whatever the caller locked before)."""
+    caller checked; KeyError or ValueError otherwise). `metrics`: the phase's ranking metrics
+    when the caller has them (`phase_ranking_metrics`). Must run inside a transaction; locks
+    the entry's team row until it ends (after whatever the caller locked before). The scores
+    are one INSERT, the team's best rows one read and a write per split that improves."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("entry_scores_record runs inside the result's transaction")
     phase = entry.phase
-    metrics = phase_ranking_metrics(phase)
+    ranking = phase_ranking_metrics(phase) if metrics is None else list(metrics)
     submitted_at = entry.submission.created_at
     team_lock(team_id=entry.team_id)
     by_finals = phase.final_selection > 0
     written: list[Score] = []
     for split, values in splits.items():
-        key = metric_key(values, metrics)
-        score = Score.objects.create(
-            phase=phase,
-            version=version,
-            split=split,
-            entry=entry,
-            team_id=entry.team_id,
-            values=dict(values),
-            metric_key=key,
-            order_key=order_key(key, submitted_at, entry.submission_id),
-            submitted_at=submitted_at,
+        key = metric_key(values, ranking)
+        written.append(
+            Score(
+                phase=phase,
+                version=version,
+                split=split,
+                entry=entry,
+                team_id=entry.team_id,
+                values=dict(values),
+                metric_key=key,
+                order_key=order_key(key, submitted_at, entry.submission_id),
+                submitted_at=submitted_at,
+            )
         )
-        if split == PUBLIC or not by_finals:
-            _team_best_offer(score)
-        written.append(score)
+    written = Score.objects.bulk_create(written)
+    _team_best_offer_all([s for s in written if s.split == PUBLIC or not by_finals])
     if by_finals and any(split != PUBLIC for split in splits):
         team_best_rebuild(
             phase=phase,
@@ -92,6 +99,45 @@ def baseline_scores_record(
             )
             written.append(score)
     return written
+
+
+def _team_best_offer_all(scores: list[Score]) -> None:
+    """`_team_best_offer` for scores of one team, phase and version (the team lock held):
+    one read of the team's rows, then an INSERT of the missing rows and a conditional UPDATE
+    (never worse) per existing one. A concurrent insert (IntegrityError) falls back to one
+    offer per score."""
+    if not scores:
+        return
+    first = scores[0]
+    where = {"phase_id": first.phase_id, "version": first.version, "team_id": first.team_id}
+    current = dict(
+        TeamBest.objects.filter(**where, split__in=[s.split for s in scores]).values_list(
+            "split", "order_key"
+        )
+    )
+    missing = [s for s in scores if s.split not in current]
+    if missing:
+        try:
+            with transaction.atomic():
+                TeamBest.objects.bulk_create(
+                    TeamBest(
+                        **where,
+                        split=s.split,
+                        score_id=s.pk,
+                        metric_key=s.metric_key,
+                        order_key=s.order_key,
+                    )
+                    for s in missing
+                )
+        except IntegrityError:
+            for score in missing:
+                _team_best_offer(score)
+    for score in scores:
+        if score.split in current:  # the database compares, as `_team_best_offer` does
+            worse = TeamBest.objects.filter(
+                **where, split=score.split, order_key__gt=score.order_key
+            )
+            worse.update(score_id=score.pk, metric_key=score.metric_key, order_key=score.order_key)
 
 
 def _team_best_offer(score: Score) -> None:
