@@ -250,7 +250,8 @@ def _run(workdir: Path, n: int, workers: int, new: int) -> int:
             f"({still_open} items still open after them): {median / quiet_median:4.2f}x"
             "  (target <= 2x)"
         )
-    return 0 if rescored == n else 1
+    # The latency submissions of the second half are rescored too: at least n.
+    return 0 if rescored >= n else 1
 
 
 def main() -> int:
