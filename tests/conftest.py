@@ -10,6 +10,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from apps.core.logcontext import log_context_fresh
 from apps.submissions.models import Submission
 from tests.factories.submissions import make_submission
 from tests.factories.tokens import make_token
@@ -29,6 +30,14 @@ def pytest_report_header() -> list[str]:
 def _media_root(settings: Any, tmp_path: Any) -> None:
     """Every test stores files in its own folder."""
     settings.MEDIA_ROOT = str(tmp_path / "media")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_log_context() -> Iterator[None]:
+    """Every test starts with no log ids bound: a service a test calls outside any request or
+    task (`job_submit`, a lease) binds its ids to the test's thread until the test ends."""
+    with log_context_fresh():
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

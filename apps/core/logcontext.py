@@ -66,6 +66,18 @@ def log_context(**ids: object) -> Iterator[None]:
         _fields.reset(token)
 
 
+@contextmanager
+def log_context_fresh() -> Iterator[None]:
+    """Run a block with no ids bound at all (a new unit of work on a thread whose context may
+    hold the ids a service bound outside any request or task); the previous context is
+    restored afterwards."""
+    token = _fields.set(_NO_FIELDS)
+    try:
+        yield
+    finally:
+        _fields.reset(token)
+
+
 def log_context_get() -> dict[str, str]:
     """A copy of the ids bound now (request id of the current request, ...)."""
     return dict(_fields.get())
