@@ -199,3 +199,16 @@ def test_racing_creations_from_one_upload_make_one_draft(
     [file] = SubmissionFile.objects.all()
     assert file.sha256 == hashlib.sha256(data).hexdigest()
     assert store.local_path(file.storage_name).read_bytes() == data
+
+
+def test_a_code_submission_refuses_a_blank_entrypoint_without_a_draft(
+    user_client: APIClient,
+) -> None:
+    upload_id = finished_upload(user_client, b"print(1)\n")
+    response = create(user_client, upload_id, "main.py", entrypoint="")
+    assert (response.status_code, response.json()["code"]) == (
+        HTTPStatus.BAD_REQUEST,
+        "invalid_request",
+    )
+    assert "entrypoint" in response.json()["fields"]
+    assert_untouched(upload_id, b"print(1)\n")

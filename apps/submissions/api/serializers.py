@@ -170,6 +170,9 @@ class SubmissionCreateFromUploadInputSerializer(SubmissionCreateInputSerializer)
         default=list,
         help_text="Files sent whole besides the upload (optional).",
     )
+    # Blank is allowed (a predictions phase ignores both); a code submission refuses it.
+    entrypoint = serializers.CharField(max_length=255, default="main.py", allow_blank=True)
+    config_file = serializers.CharField(max_length=255, default="config.yaml", allow_blank=True)
     metadata = MetadataObjectField(
         required=False, allow_blank=True, help_text="A JSON object (as text in a form)."
     )
