@@ -68,7 +68,8 @@ def test_without_resumable_uploads_the_simple_limit_holds() -> None:
     assert "more than the limit of 100" in refused.value.problems[0]
 
 
-def test_a_submission_needs_one_file_sent_whole_to_start_its_draft() -> None:
+def test_a_submission_of_large_files_only_is_not_refused_locally() -> None:
+    check_sizes(_files(101, 500), max_size=100, resumable_max=1000)
     with pytest.raises(LocalRefusal) as refused:
-        check_sizes(_files(101, 500), max_size=100, resumable_max=1000)
-    assert "starts with a file sent whole" in refused.value.problems[0]
+        check_sizes(_files(101, 500), max_size=100, resumable_max=None)
+    assert len(refused.value.problems) == 2

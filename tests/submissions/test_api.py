@@ -162,9 +162,10 @@ def test_create_requires_authentication(api_client: APIClient) -> None:
     assert_error(create_submission(api_client), HTTPStatus.UNAUTHORIZED, "not_authenticated")
 
 
-def test_create_refuses_a_json_body(user_client: APIClient) -> None:
+def test_create_refuses_a_json_body_without_an_upload(user_client: APIClient) -> None:
     response = user_client.post("/api/submissions/", {"files": []}, format="json")
-    assert_error(response, HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+    body = assert_error(response, HTTPStatus.BAD_REQUEST, "invalid_request")
+    assert {"upload_id", "filename"} <= set(body["fields"])
 
 
 def test_create_refuses_a_text_field_sent_as_files(user_client: APIClient) -> None:

@@ -54,3 +54,31 @@ def test_attach_names_the_completed_object_in_the_bucket(
     stored = s3.get_object(Bucket=s3.bucket, Key=file.storage_name)["Body"].read()
     assert stored == data
     assert not local.exists()
+
+
+def test_a_draft_created_from_an_upload_streams_it_to_the_bucket(
+    user_client: APIClient,
+    s3: Any,  # noqa: F811 - the fixture
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    data = os.urandom(2 * 1024 * 1024 + 3)
+    created = send(
+        user_client,
+        "POST",
+        "/api/uploads/",
+        data,
+        headers={"Upload-Complete": "?1", "Upload-Draft-Interop-Version": "8"},
+    )
+    upload = ResumableUpload.objects.get(pk=created.json()["upload_id"])
+    local = store.local_path(upload.storage_key)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = user_client.post(
+            "/api/submissions/", {"upload_id": upload.pk, "filename": "main.py"}, format="json"
+        )
+    assert response.status_code == HTTPStatus.CREATED, response.json()
+    submission_id = response.json()["submission_id"]
+    file = SubmissionFile.objects.get()
+    assert file.storage_name.startswith(f"submissions/{submission_id}/")
+    stored = s3.get_object(Bucket=s3.bucket, Key=file.storage_name)["Body"].read()
+    assert hashlib.sha256(stored).hexdigest() == file.sha256 == hashlib.sha256(data).hexdigest()
+    assert not local.exists()

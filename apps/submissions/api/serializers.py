@@ -149,3 +149,34 @@ class SubmissionFileAttachInputSerializer(serializers.Serializer[Any]):
 
     upload_id = serializers.RegexField(r"^[0-9a-f]{32}$", help_text="A finished upload of yours.")
     filename = serializers.CharField(max_length=1024, trim_whitespace=False)
+
+
+class MetadataObjectField(MetadataField):
+    """`metadata` as JSON text (a form) or as an object (a JSON body)."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:  # type: ignore[override]
+        if isinstance(data, dict):
+            return data
+        return super().to_internal_value(data)
+
+
+class SubmissionCreateFromUploadInputSerializer(SubmissionCreateInputSerializer):
+    """Create a draft whose first file is a finished resumable upload (a form, or a JSON
+    body without `files`)."""
+
+    files = serializers.ListField(
+        child=serializers.FileField(allow_empty_file=True, use_url=False),
+        required=False,
+        default=list,
+        help_text="Files sent whole besides the upload (optional).",
+    )
+    # Blank is allowed (a predictions phase ignores both); a code submission refuses it.
+    entrypoint = serializers.CharField(max_length=255, default="main.py", allow_blank=True)
+    config_file = serializers.CharField(max_length=255, default="config.yaml", allow_blank=True)
+    metadata = MetadataObjectField(
+        required=False, allow_blank=True, help_text="A JSON object (as text in a form)."
+    )
+    upload_id = serializers.RegexField(r"^[0-9a-f]{32}$", help_text="A finished upload of yours.")
+    filename = serializers.CharField(
+        max_length=1024, trim_whitespace=False, help_text="The name the upload's file takes."
+    )

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
 
-from django.http import FileResponse
+from django.http import FileResponse, QueryDict
 from django.utils.datastructures import MultiValueDict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -23,6 +23,7 @@ from apps.core.exceptions import InvalidRequest
 from apps.core.readers import READER_SCOPE, submission_get_readable
 from apps.submissions.api.parsers import SingleFileMultiPartParser, StreamingMultiPartParser
 from apps.submissions.api.serializers import (
+    SubmissionCreateFromUploadInputSerializer,
     SubmissionCreateInputSerializer,
     SubmissionFileAddInputSerializer,
     SubmissionFileAttachInputSerializer,
@@ -38,6 +39,7 @@ from apps.submissions.selectors import (
     submission_list_with_files,
 )
 from apps.submissions.services.attach import submission_file_attach
+from apps.submissions.services.create_upload import submission_create_from_upload
 from apps.submissions.services.drafts import (
     submission_assert_open_for_upload,
     submission_create,
@@ -93,10 +95,11 @@ class ClosesUploadsMixin:
 
 class SubmissionListCreateApi(ClosesUploadsMixin, ApiView):
     """GET: your submissions, newest first (limit/offset pagination).
-    POST: create a draft submission with its first file (or, in bulk mode, all files); with
-    `challenge` and `phase`, a submission to that phase."""
+    POST: create a draft submission with its first file (or, in bulk mode, all files), or
+    with a finished resumable upload as its first file (`upload_id` and `filename`, in a form
+    or a JSON body); with `challenge` and `phase`, a submission to that phase."""
 
-    parser_classes = [StreamingMultiPartParser]
+    parser_classes = [StreamingMultiPartParser, BoundedJSONParser]
     # The phase named in the body decides the extensions: the service checks them.
     upload_file_types: Sequence[str] | None = None
 
@@ -114,7 +117,10 @@ class SubmissionListCreateApi(ClosesUploadsMixin, ApiView):
 
     @extend_schema(
         operation_id="submissions_create",
-        request={"multipart/form-data": SubmissionCreateInputSerializer},
+        request={
+            "multipart/form-data": SubmissionCreateInputSerializer,
+            "application/json": SubmissionCreateFromUploadInputSerializer,
+        },
         parameters=[CHECKSUM_HEADER],
         responses={
             201: SubmissionOutputSerializer,
@@ -128,9 +134,11 @@ class SubmissionListCreateApi(ClosesUploadsMixin, ApiView):
                 429,
                 _400=UPLOAD_400,
                 _403="`not_participant`: you are not an approved participant of the challenge.",
-                _404="`not_found`: no such challenge (or one you may not see), or no such phase.",
+                _404="`not_found`: no such challenge (or one you may not see), or no such "
+                "phase; or no such upload of yours (`upload_id`).",
                 _409="`phase_closed`: the phase does not accept submissions now (outside "
-                "[start, end)).",
+                "[start, end)); `upload_incomplete`: the upload has not received all its "
+                "bytes; `upload_attached`: the upload already became a file or a bundle.",
                 _413="`request_too_large`: more than MAX_SUBMISSION_REQUEST_SIZE bytes of files "
                 "in one request (add the rest file by file).",
                 _429=STORAGE_429,
@@ -138,9 +146,32 @@ class SubmissionListCreateApi(ClosesUploadsMixin, ApiView):
         },
     )
     def post(self, request: Request) -> Response:
+        # A JSON body can only name an upload (files are never sent in JSON).
+        sent = request.data
+        if not isinstance(sent, QueryDict) or "upload_id" in sent or "filename" in sent:
+            return self._create_from_upload(request)
         data = self.body(SubmissionCreateInputSerializer)
         submission = submission_create(
             user=self.user,
+            uploads=_incoming(request.FILES.getlist("files")),
+            entrypoint=data["entrypoint"],
+            config_file=data["config_file"],
+            metadata=data.get("metadata") or {},
+            question_id=data["question_id"],
+            skill=data["skill"],
+            challenge=data["challenge"],
+            phase=data["phase"],
+            expected_sha256=request.headers.get("X-Content-SHA256"),
+        )
+        submission = submission_get(submission_id=submission.pk, user=self.user)
+        return self.respond(SubmissionOutputSerializer, submission, status=HTTPStatus.CREATED)
+
+    def _create_from_upload(self, request: Request) -> Response:
+        data = self.body(SubmissionCreateFromUploadInputSerializer)
+        submission = submission_create_from_upload(
+            user=self.user,
+            upload_id=data["upload_id"],
+            filename=data["filename"],
             uploads=_incoming(request.FILES.getlist("files")),
             entrypoint=data["entrypoint"],
             config_file=data["config_file"],

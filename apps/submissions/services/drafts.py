@@ -282,12 +282,17 @@ def submission_create(
 
 
 def _create_fields_check(
-    *, uploads: Sequence[IncomingFile], program: tuple[str, str] | None, metadata: Any
+    *,
+    uploads: Sequence[IncomingFile],
+    program: tuple[str, str] | None,
+    metadata: Any,
+    files_required: bool = True,
 ) -> None:
-    """InvalidRequest naming every bad field: no file, a bad entrypoint or config file name
-    (`program`, None when the submission has neither), NUL in the metadata."""
+    """InvalidRequest naming every bad field: no file (unless `files_required` is False), a bad
+    entrypoint or config file name (`program`, None when the submission has neither), NUL in
+    the metadata."""
     fields: dict[str, list[str]] = {}
-    if not uploads:
+    if files_required and not uploads:
         fields["files"] = ["At least one file is required."]
     for field_name, value in zip(("entrypoint", "config_file"), program or (), strict=False):
         problem = filename_problem(value)

@@ -83,6 +83,50 @@ class SubmissionsApi(ApiBase):
             return answer
         return Submission.from_api(answer.json())
 
+    def create_submission_from_upload(
+        self,
+        upload_id: str,
+        filename: str,
+        *,
+        entrypoint: str = "main.py",
+        config_file: str = "config.yaml",
+        metadata: Mapping[str, Any] | None = None,
+        question_id: str = "",
+        skill: str = "",
+        challenge: str = "",
+        phase: str = "",
+        upload_key: str | None = None,
+    ) -> Submission:
+        """`POST /api/submissions/` `{"upload_id", "filename", ...}`: a draft whose first file
+        is a finished resumable upload (for a submission whose every file is too large to
+        be sent whole). Found again by `upload_key` after a lost answer, as
+        `create_submission`."""
+        key = upload_key or f"sdk-{uuid.uuid4().hex}"
+        body: dict[str, Any] = {
+            "upload_id": upload_id,
+            "filename": filename,
+            "metadata": {**dict(metadata or {}), UPLOAD_KEY_FIELD: key},
+        }
+        body.update(
+            {k: v for k, v in (("entrypoint", entrypoint), ("config_file", config_file)) if v}
+        )
+        if challenge or phase:
+            body.update(challenge=challenge, phase=phase)
+        else:
+            body.update(question_id=question_id, skill=skill)
+        started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+
+        def recover() -> Submission | None:
+            found = self.find_submissions(upload_key=key, created_after=started)
+            return found[0] if found else None
+
+        answer = self.transport.request(
+            "POST", "/submissions/", json=body, safety=Safety.RECOVERABLE, recover=recover
+        )
+        if isinstance(answer, Submission):
+            return answer
+        return Submission.from_api(answer.json())
+
     def list_submissions(self, *, limit: int = 20, offset: int = 0) -> SubmissionPage:
         """`GET /api/submissions/`: yours, newest first, with their files."""
         data = self._json("GET", "/submissions/", params={"limit": limit, "offset": offset})

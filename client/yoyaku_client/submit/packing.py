@@ -161,8 +161,8 @@ def check_files(
 
 def check_sizes(files: Sequence[LocalFile], *, max_size: int, resumable_max: int | None) -> None:
     """Refuse files over the server's limits: above `max_size` a file goes resumably, up to
-    `resumable_max` (None: the server has no resumable uploads). The draft is created with
-    its first file sent whole, so at least one file must be at most `max_size`."""
+    `resumable_max` (None: the server has no resumable uploads). When every file is over
+    `max_size`, the draft is created from the first one's resumable upload."""
     problems: list[str] = []
     for item in files:
         if item.size <= max_size:
@@ -174,10 +174,5 @@ def check_sizes(files: Sequence[LocalFile], *, max_size: int, resumable_max: int
                 f"{item.path}: {item.size} bytes, more than the limit of {resumable_max} "
                 "for a resumable upload"
             )
-    if files and not problems and all(f.size > max_size for f in files):
-        problems.append(
-            f"every file is over {max_size} bytes: a submission starts with a file sent "
-            "whole (add a small file, e.g. the entrypoint, or compress one)"
-        )
     if problems:
         raise LocalRefusal(problems)

@@ -156,6 +156,7 @@ class UploadSteps:
         todo = [f for f in files if f.name.lower() not in stored]
         large = self.limits.max_upload_file_size
         if draft is None:  # the draft is created with a file sent whole: a small one first
+            # (when every file is large, from the first one's resumable upload)
             first = next((f for f in todo if f.size <= large), None)
             if first is not None:
                 todo = [first, *(f for f in todo if f is not first)]
@@ -183,6 +184,11 @@ class UploadSteps:
                 if submission_id and item.size > large:
                     uploaded, action = self._send_resumable(submission_id, item, progress)
                     created = uploaded.created
+                elif item.size > large:  # every file is large: the draft starts from an upload
+                    submission, action = self._create_from_resumable(item, key, options, progress)
+                    submission_id = submission.submission_id
+                    state.submission_id = submission_id
+                    created = True
                 elif not submission_id:
                     submission = self.client.create_submission(
                         [item.path],
@@ -224,6 +230,38 @@ class UploadSteps:
     ) -> tuple[UploadedFile, str]:
         """A file over MAX_UPLOAD_FILE_SIZE: a resumable upload (carried on from the server's
         offset when an earlier run left one, found by the file's state), then attached."""
+        upload_id, state, action = self._resumable(item, progress)
+        uploaded = self.client.attach_upload(submission_id, upload_id, item.name)
+        state.forget()
+        return uploaded, action
+
+    def _create_from_resumable(
+        self, item: LocalFile, key: str, options: SubmitOptions, progress: ProgressCallback
+    ) -> tuple[Submission, str]:
+        """The first file of a new draft when no file is small enough to be sent whole: its
+        resumable upload, then the draft created from it (with the key in its metadata, so a
+        run killed after this finds the draft again)."""
+        upload_id, state, action = self._resumable(item, progress)
+        submission = self.client.create_submission_from_upload(
+            upload_id,
+            item.name,
+            entrypoint=options.entrypoint,
+            config_file=options.config_file,
+            metadata=options.metadata,
+            question_id=options.question_id,
+            skill=options.skill,
+            challenge=options.challenge,
+            phase=options.phase,
+            upload_key=key,
+        )
+        state.forget()
+        return submission, action
+
+    def _resumable(
+        self, item: LocalFile, progress: ProgressCallback
+    ) -> tuple[str, ResumableState, str]:
+        """Upload `item` resumably: its upload's id, its state (to forget once the upload
+        became a file) and the action ("resumed" or "uploaded")."""
         state = ResumableState.load(self.client.base_url, self.username, item.sha256, item.size)
         if state.upload_id:
             self.reporter.message(f"{item.name}: carrying on with upload {state.upload_id}")
@@ -241,6 +279,4 @@ class UploadSteps:
                 f"{item.name}: the server stored bytes whose sha256 is {status.sha256}, not "
                 f"{item.sha256}: the file changed while it was uploaded; run again"
             )
-        uploaded = self.client.attach_upload(submission_id, status.upload_id, item.name)
-        state.forget()
-        return uploaded, "resumed" if status.resumed_from else "uploaded"
+        return status.upload_id, state, "resumed" if status.resumed_from else "uploaded"
