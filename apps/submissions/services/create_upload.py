@@ -19,6 +19,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
+from apps.core.archives import archive_kind
 from apps.core.models_utils import new_hex_id
 from apps.submissions.contexts import SubmissionContext, submission_context_resolve
 from apps.submissions.exceptions import UploadAttached, UploadIncomplete
@@ -116,8 +117,9 @@ def submission_create_from_upload(
     _create_checksum_check(uploads, expected_sha256)
     total = _create_size_check(user=user, uploads=uploads)
     upload = _finished_upload(user=user, upload_id=upload_id)
-    path = store.local_path(upload.storage_key)
-    validate_archive(path=path, filename=filename)
+    store.finish(upload.storage_key)
+    if archive_kind(filename) is not None:
+        validate_archive(path=store.readable_path(upload.storage_key), filename=filename)
     for incoming in uploads:
         validate_archive(path=Path(incoming.temporary_file_path()), filename=incoming.raw_name)
     draft = Submission(
@@ -131,7 +133,7 @@ def submission_create_from_upload(
         kind=context.kind,
         file_types=list(context.file_types),
     )
-    stored = _stored_name(submission_id=draft.pk, upload=upload, path=path, filename=filename)
+    stored = _stored_name(submission_id=draft.pk, upload=upload, filename=filename)
     created = context.on_created
 
     def attach_then_created(submission: Submission) -> object:
