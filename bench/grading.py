@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.benchlib.databases import postgres_recreate, sqlite_url  # noqa: E402
+from bench.benchlib.runs import cluster_start, cluster_stop, wait_until  # noqa: E402
 
 # The sandbox lets nothing out but the logs and metrics.json: program runs are counted as
 # grading attempts (one per lease; a skipped duplicate delivery takes none).
@@ -59,15 +59,6 @@ def _environment(workdir: Path, workers: int) -> dict[str, str]:
         LOG_LEVEL="WARNING",
     )
     return env
-
-
-def _wait(predicate: Callable[[], bool], timeout: float) -> float:
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > timeout:
-            raise TimeoutError("the cluster did not finish in time")
-        time.sleep(0.02)
-    return time.monotonic() - started
 
 
 def _bare_programs(workdir: Path, n: int, workers: int) -> float:
@@ -173,47 +164,37 @@ def _run(workdir: Path, n: int, workers: int) -> int:
 
     timed_jobs = make(n)
     duplicate_jobs = make(n // 2)
-    cluster = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
-        cwd=ROOT,
-        env=dict(os.environ),
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
+    cluster = cluster_start(
         stderr=(workdir / "cluster.log").open("wb")
         if os.environ.get("BENCH_DEBUG")
-        else subprocess.DEVNULL,
+        else subprocess.DEVNULL
     )
     try:
         async_task("bench.grading.noop")  # warm-up: the cluster is up once this is acknowledged
-        _wait(lambda: OrmQ.objects.count() == 0, 60)
+        wait_until(lambda: OrmQ.objects.count() == 0, 60)
 
         started = time.monotonic()
         for _ in range(n):
             async_task("bench.grading.noop")
-        _wait(lambda: OrmQ.objects.count() == 0, 300)
+        wait_until(lambda: OrmQ.objects.count() == 0, 300)
         noop_seconds = time.monotonic() - started
 
         started = time.monotonic()
         for job in timed_jobs:
             async_task(GRADE_JOB, job.pk)
-        _wait(finished([j.submission_id for j in timed_jobs]), 600)
+        wait_until(finished([j.submission_id for j in timed_jobs]), 600)
         grading_seconds = time.monotonic() - started
 
         # Forced redelivery: every job delivered twice at once, then once more after the end.
         for job in duplicate_jobs:
             async_task(GRADE_JOB, job.pk)
             async_task(GRADE_JOB, job.pk)
-        _wait(finished([j.submission_id for j in duplicate_jobs]), 600)
+        wait_until(finished([j.submission_id for j in duplicate_jobs]), 600)
         for job in [*timed_jobs, *duplicate_jobs]:
             async_task(GRADE_JOB, job.pk)
-        _wait(lambda: OrmQ.objects.count() == 0, 600)
+        wait_until(lambda: OrmQ.objects.count() == 0, 600)
     finally:
-        cluster.send_signal(signal.SIGTERM)
-        try:
-            cluster.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(cluster.pid, signal.SIGKILL)
-            cluster.wait()
+        cluster_stop(cluster)
         if os.environ.get("BENCH_DEBUG"):
             print((workdir / "cluster.log").read_text()[-3000:])
 

@@ -29,14 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from apps.grading.isolation import (  # noqa: E402
-    BUBBLEWRAP,
-    Limits,
-    input_folder,
-    input_folder_hand_over,
-    isolation_probe,
-    run_program,
-)
+from apps.grading.isolation import BUBBLEWRAP, Limits, isolation_probe  # noqa: E402
+from bench.benchlib.runs import isolated_run  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 PROGRAM = "import json\njson.dump({'score': 1}, open('metrics.json', 'w'))\n"
@@ -94,18 +88,7 @@ def main() -> int:
             subprocess.run(bare_bwrap_argv, check=True, env={})
 
         def isolated() -> None:
-            with input_folder() as root:
-                (root / "main.py").write_text(PROGRAM)
-                (root / "config.yaml").write_text("a: 1\n")
-                input_folder_hand_over(root, isolation=BUBBLEWRAP)
-                outcome = run_program(
-                    isolation=BUBBLEWRAP,
-                    bwrap=bwrap,
-                    input_dir=root,
-                    program=["main.py", "config.yaml"],
-                    limits=LIMITS,
-                    python=PYTHON,
-                )
+            outcome = isolated_run(bwrap=bwrap, program=PROGRAM, limits=LIMITS, python=PYTHON)
             if outcome.exit_code != 0 or outcome.metrics is None:
                 raise RuntimeError(f"isolated run failed: {outcome}")
 

@@ -17,14 +17,12 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -67,41 +65,16 @@ def _environment(workdir: Path, workers: int) -> dict[str, str]:
     return env
 
 
-def _wait(predicate: Callable[[], bool], timeout: float) -> float:
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > timeout:
-            raise TimeoutError("the cluster did not finish in time")
-        time.sleep(0.02)
-    return time.monotonic() - started
-
-
 def _isolated_runs(n: int, workers: int) -> float:
     """Seconds for N isolated runs of the trivial scorer's kind of program on W threads."""
     from apps.grading.grader import grading_isolation
-    from apps.grading.isolation import (
-        BUBBLEWRAP,
-        input_folder,
-        input_folder_hand_over,
-        run_program,
-    )
+    from bench.benchlib.runs import isolated_run
     from bench.isolation import LIMITS, PROGRAM, PYTHON
 
     bwrap = grading_isolation().bwrap
 
     def run(_: int) -> None:
-        with input_folder() as root:
-            (root / "main.py").write_text(PROGRAM)
-            (root / "config.yaml").write_text("a: 1\n")
-            input_folder_hand_over(root, isolation=BUBBLEWRAP)
-            outcome = run_program(
-                isolation=BUBBLEWRAP,
-                bwrap=bwrap,
-                input_dir=root,
-                program=["main.py", "config.yaml"],
-                limits=LIMITS,
-                python=PYTHON,
-            )
+        outcome = isolated_run(bwrap=bwrap, program=PROGRAM, limits=LIMITS, python=PYTHON)
         if outcome.exit_code != 0:
             raise RuntimeError(f"isolated run failed: {outcome}")
 
@@ -163,6 +136,7 @@ def _latencies(user: Any, phase: Any, count: int) -> list[float]:
 
     from apps.core.queue import GRADE_JOB
     from apps.submissions.models import Submission, SubmissionStatus
+    from bench.benchlib.runs import wait_until
 
     seconds = []
     for job in _entries(user, phase, count, status="pending"):
@@ -171,7 +145,7 @@ def _latencies(user: Any, phase: Any, count: int) -> list[float]:
         completed = Submission.objects.filter(
             pk=job.submission_id, status=SubmissionStatus.COMPLETED
         )
-        _wait(completed.exists, 120)
+        wait_until(completed.exists, 120)
         seconds.append(time.monotonic() - started)
     return seconds
 
@@ -183,6 +157,7 @@ def _run(workdir: Path, n: int, workers: int, new: int) -> int:
     from django_q.tasks import async_task
 
     from apps.benchmarks.models import Phase, Rescore, RescoreItem
+    from bench.benchlib.runs import cluster_start, cluster_stop, wait_until
 
     user = User.objects.create(username="bench")
     user.user_permissions.add(
@@ -192,22 +167,15 @@ def _run(workdir: Path, n: int, workers: int, new: int) -> int:
     phase = Phase.objects.get(slug="dev")
     _entries(user, phase, n, status="completed")
     OrmQ.objects.all().delete()
-    cluster = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
-        cwd=ROOT,
-        env=dict(os.environ),
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    cluster = cluster_start()
     try:
         async_task("bench.grading.noop")  # warm-up: the cluster is up once this is acknowledged
-        _wait(lambda: OrmQ.objects.count() == 0, 60)
+        wait_until(lambda: OrmQ.objects.count() == 0, 60)
         quiet = _latencies(user, phase, new)
 
         started = time.monotonic()
         _apply(user, 2)  # its commit enqueues the rescore's W chains
-        _wait(lambda: Phase.objects.get(pk=phase.pk).scoring_version == 2, 1200)
+        wait_until(lambda: Phase.objects.get(pk=phase.pk).scoring_version == 2, 1200)
         rescore_seconds = time.monotonic() - started
 
         busy: dict[int, tuple[list[float], int]] = {}
@@ -221,14 +189,9 @@ def _run(workdir: Path, n: int, workers: int, new: int) -> int:
                 rescore__version=version, status__in=["pending", "processing"]
             ).count()
             busy[chains] = (seconds, still_open)
-            _wait(Phase.objects.filter(pk=phase.pk, scoring_version=version).exists, 1200)
+            wait_until(Phase.objects.filter(pk=phase.pk, scoring_version=version).exists, 1200)
     finally:
-        cluster.send_signal(signal.SIGTERM)
-        try:
-            cluster.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(cluster.pid, signal.SIGKILL)
-            cluster.wait()
+        cluster_stop(cluster)
 
     isolated_seconds = _isolated_runs(n, workers)
     rescored = Rescore.objects.get(phase=phase, version=2).items.filter(status="done").count()

@@ -97,6 +97,19 @@ class UploadedFile(FileInfo):
 
     created: bool = field(default=True, metadata=api(skip=True))
 
+    @classmethod
+    def from_answer(cls, data: Any, *, status_code: int) -> UploadedFile:
+        """The answer to a file's upload or attach: the file as `FileInfo` reads it, `created`
+        when it was answered 201."""
+        info = FileInfo.from_api(data)
+        return cls(
+            filename=info.filename,
+            size=info.size,
+            sha256=info.sha256,
+            uploaded_at=info.uploaded_at,
+            created=status_code == 201,
+        )
+
 
 @dataclass(frozen=True)
 class Submission(ApiModel):

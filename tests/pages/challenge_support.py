@@ -4,15 +4,20 @@ its scorer replaced by one that writes a marker in its log and a recognisable hi
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from apps.benchmarks.models import Baseline, Challenge
 from apps.benchmarks.tasks import baseline_score
-from tests.benchmarks.scoring import apply_bundle, scorer_replaced
+from apps.grading.tasks import grade_job
+from tests.benchmarks.phases import enqueue, participate, submit_to_phase
+from tests.benchmarks.scoring import apply_bundle, host_user, predictions_csv, scorer_replaced
+from tests.factories.users import make_user
 
 #: The hidden split's accuracy the test scorer writes, and how a page would print it.
 HIDDEN_ACCURACY = 0.718281828
@@ -56,3 +61,19 @@ def marked_challenge(host: User, *, per_day: int | None = None) -> tuple[Challen
     for baseline in Baseline.objects.filter(phase__challenge=challenge):
         assert baseline_score(baseline.pk) == "scored"
     return challenge, marker
+
+
+def challenge_with_a_graded_entry(
+    client_for: Callable[[User], APIClient],
+) -> tuple[User, User, str]:
+    """A host's marked challenge where `pat` took part and has one graded submission on the
+    `dev` phase: (the host, pat, that submission's id)."""
+    host = host_user()
+    marked_challenge(host)
+    pat = make_user(username="pat")
+    api = client_for(pat)
+    assert participate(api) == "approved"
+    created = submit_to_phase(api, "dev", [("predictions.csv", predictions_csv())])
+    submission_id: str = created.json()["submission_id"]
+    assert grade_job(enqueue(api, submission_id).json()["job_id"]) == "completed"
+    return host, pat, submission_id

@@ -34,6 +34,7 @@ from tests.grading.conftest import sandbox_settings  # noqa: F401 - the fixture
 from tests.pages.challenge_support import (
     HIDDEN_ACCURACY,
     HIDDEN_PRINTED,
+    challenge_with_a_graded_entry,
     marked_challenge,
     open_now,
 )
@@ -218,14 +219,7 @@ def test_a_visitor_reads_a_public_challenge_and_its_boards_as_the_api_allows(
 def test_the_host_console_shows_a_running_rescores_progress_and_failures_to_hosts_only(
     client_for: Callable[[User], APIClient],
 ) -> None:
-    host = host_user()
-    marked_challenge(host)
-    pat = make_user(username="pat")
-    api = client_for(pat)
-    assert participate(api) == "approved"
-    created = submit_to_phase(api, "dev", [("predictions.csv", predictions_csv())])
-    assert grade_job(enqueue(api, created.json()["submission_id"]).json()["job_id"]) == "completed"
-    submission_id = created.json()["submission_id"]
+    host, pat, submission_id = challenge_with_a_graded_entry(client_for)
     quiet = _page(host, "/challenges/digits/host/")
     assert "No rescore yet" in quiet.split('id="rescore-dev"', 1)[1]
 

@@ -15,13 +15,9 @@ from rest_framework.test import APIClient
 
 from apps.benchmarks.models import Phase, Rescore, RescoreState
 from apps.benchmarks.services.rescoring import rescore_next
-from apps.grading.tasks import grade_job
-from tests.benchmarks.phases import enqueue, participate, submit_to_phase
 from tests.benchmarks.rescoring import new_scorer, rescore_all
-from tests.benchmarks.scoring import host_user, predictions_csv
-from tests.factories.users import make_user
 from tests.grading.conftest import sandbox_settings  # noqa: F401 - the fixture
-from tests.pages.challenge_support import marked_challenge
+from tests.pages.challenge_support import challenge_with_a_graded_entry
 from tests.pages.test_challenge_browser import problems  # noqa: F401 - the fixture
 
 pytestmark = [
@@ -38,13 +34,7 @@ def test_the_console_polls_a_rescore_and_cancel_keeps_the_served_version(
     problems: list[str],  # noqa: F811 - the fixture
     client_for: Callable[[User], APIClient],
 ) -> None:
-    host = host_user()
-    marked_challenge(host)
-    pat = make_user(username="pat")
-    api = client_for(pat)
-    assert participate(api) == "approved"
-    created = submit_to_phase(api, "dev", [("predictions.csv", predictions_csv())])
-    assert grade_job(enqueue(api, created.json()["submission_id"]).json()["job_id"]) == "completed"
+    host, pat, _ = challenge_with_a_graded_entry(client_for)
     new_scorer(host)  # version 2: the entry and the baseline to score again
     rescore = Rescore.objects.get(phase__slug="dev", version=2)
 

@@ -14,9 +14,8 @@ from rest_framework.test import APIClient
 
 from apps.submissions.models import ResumableUpload, SubmissionFile
 from apps.submissions.resumable import store
-from tests.factories.submissions import make_submission
 from tests.submissions.test_s3 import s3, s3_endpoint  # noqa: F401 - fixtures
-from tests.uploads.requests import send
+from tests.uploads.requests import attach_to_new_draft, send
 
 pytestmark = pytest.mark.django_db
 
@@ -40,13 +39,7 @@ def test_attach_names_the_completed_object_in_the_bucket(
     local = store.local_path(upload.storage_key)
     assert not local.exists()
     assert s3.get_object(Bucket=s3.bucket, Key=upload.storage_key)["Body"].read() == data
-    draft = make_submission(owner=user, files=())
-    with django_capture_on_commit_callbacks(execute=True):
-        response = user_client.post(
-            f"/api/submissions/{draft.pk}/files/",
-            {"upload_id": upload.pk, "filename": "main.py"},
-            format="json",
-        )
+    response = attach_to_new_draft(user_client, user, upload.pk, django_capture_on_commit_callbacks)
     assert response.status_code == HTTPStatus.CREATED
     assert response.json()["sha256"] == hashlib.sha256(data).hexdigest()
     file = SubmissionFile.objects.get()

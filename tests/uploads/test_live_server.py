@@ -10,11 +10,9 @@ import io
 import os
 import signal
 import socket
-import threading
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from tusclient import client as tus_client
@@ -25,50 +23,18 @@ from apps.submissions.models import ResumableUpload
 from apps.submissions.resumable import store
 from tests.factories.tokens import make_token
 from tests.factories.users import make_user
-from tests.processes import Start, http_request, start_gunicorn, wait_for
+from tests.processes import Start, start_gunicorn
+from tests.uploads.live import (
+    MiB,
+    append,
+    bearer,
+    create_upload,
+    resumed_on_a_new_web_process,
+    upload_killed_midway,
+    upload_offset,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-MiB = 1024 * 1024
-V8 = {"Upload-Draft-Interop-Version": "8"}
-
-
-def _auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def _create(port: int, token: str, length: int) -> str:
-    status, headers, _ = http_request(
-        port,
-        "POST",
-        "/api/uploads/",
-        b"",
-        **{"Upload-Complete": "?0", "Upload-Length": str(length), **V8, **_auth(token)},
-    )
-    assert status == HTTPStatus.CREATED
-    return urlsplit(headers["Location"]).path
-
-
-def _append(port: int, token: str, path: str, offset: int, body: bytes, *, complete: bool) -> Any:
-    return http_request(
-        port,
-        "PATCH",
-        path,
-        body,
-        **{
-            "Content-Type": "application/partial-upload",
-            "Upload-Offset": str(offset),
-            "Upload-Complete": "?1" if complete else "?0",
-            **V8,
-            **_auth(token),
-        },
-    )
-
-
-def _offset(port: int, token: str, path: str) -> int:
-    status, headers, _ = http_request(port, "HEAD", path, None, **V8, **_auth(token))
-    assert status == HTTPStatus.NO_CONTENT
-    return int(headers["Upload-Offset"])
 
 
 def _stored_prefix_ok(data: bytes, offset: int) -> bool:
@@ -83,8 +49,8 @@ def test_append_cut_off_mid_body_keeps_only_stored_bytes_then_resumes(
     token = make_token(make_user(username="alice"))
     port, _ = start_gunicorn(start_process, "web", 1)
     data = os.urandom(12 * MiB)
-    path = _create(port, token, len(data))
-    assert _append(port, token, path, 0, data[: 2 * MiB], complete=False)[0] == 204
+    path = create_upload(port, token, len(data))
+    assert append(port, token, path, 0, data[: 2 * MiB], complete=False)[0] == 204
     sent = 2 * MiB
     with socket.create_connection(("127.0.0.1", port)) as sock:
         head = (
@@ -95,10 +61,10 @@ def test_append_cut_off_mid_body_keeps_only_stored_bytes_then_resumes(
         )
         sock.sendall(head.encode() + data[sent : sent + 5 * MiB])
         sent += 5 * MiB
-    offset = _offset(port, token, path)
+    offset = upload_offset(port, token, path)
     assert 2 * MiB <= offset <= sent
     assert _stored_prefix_ok(data, offset)
-    status, _, _ = _append(port, token, path, offset, data[offset:], complete=True)
+    status, _, _ = append(port, token, path, offset, data[offset:], complete=True)
     assert status == HTTPStatus.OK
     upload = ResumableUpload.objects.get()
     assert upload.complete
@@ -113,23 +79,8 @@ def test_web_process_killed_mid_upload_then_resumed_with_the_right_sha256(
     env = {"UPLOAD_CHECKPOINT_BYTES": str(MiB), "UPLOAD_WRITE_LEASE_SECONDS": "1"}
     port, web = start_gunicorn(start_process, "web", 1, **env)
     data = os.urandom(64 * MiB)
-    path = _create(port, token, len(data))
-    assert _append(port, token, path, 0, data[: 4 * MiB], complete=False)[0] == 204
-    results: list[Any] = []
-
-    def send_rest() -> None:
-        try:
-            results.append(_append(port, token, path, 4 * MiB, data[4 * MiB :], complete=True))
-        except OSError as exc:
-            results.append(exc)
-
-    sender = threading.Thread(target=send_rest, daemon=True)
-    sender.start()
     # Kill once the server has saved part of the second append (checkpoints every MiB).
-    wait_for(lambda: ResumableUpload.objects.get().offset > 6 * MiB, 60, "a checkpoint past 6 MiB")
-    os.killpg(web.pid, signal.SIGKILL)
-    web.wait(10)
-    sender.join(30)
+    path, results = upload_killed_midway(port, web, token, data, past=6 * MiB)
     assert web.returncode == -signal.SIGKILL
     assert len(results) == 1
     assert isinstance(results[0], OSError)
@@ -138,19 +89,7 @@ def test_web_process_killed_mid_upload_then_resumed_with_the_right_sha256(
     assert not saved.complete
     assert _stored_prefix_ok(data, saved.offset)
 
-    port, _ = start_gunicorn(start_process, "web-again", 1, **env)
-    offset = _offset(port, token, path)
-    assert offset == saved.offset
-
-    def resumed() -> bool:
-        status = _append(port, token, path, offset, data[offset:], complete=True)[0]
-        assert status in (HTTPStatus.OK, HTTPStatus.CONFLICT)  # 409 while the dead claim lasts
-        return bool(status == HTTPStatus.OK)
-
-    wait_for(resumed, 30, "the dead writer's claim to lapse")
-    upload = ResumableUpload.objects.get()
-    assert upload.complete
-    assert upload.sha256 == hashlib.sha256(data).hexdigest()
+    upload = resumed_on_a_new_web_process(start_process, env, token, path, data, saved=saved.offset)
     assert store.local_path(upload.storage_key).read_bytes() == data
 
 
@@ -182,7 +121,9 @@ def test_tuspy_uploads_stops_and_resumes_with_a_new_client(
     url_store = filestorage.FileStorage(str(tmp_path / "tus-urls.json"))
 
     def uploader(stream: Any) -> Uploader:
-        client = tus_client.TusClient(f"http://127.0.0.1:{port}/api/uploads/", headers=_auth(token))
+        client = tus_client.TusClient(
+            f"http://127.0.0.1:{port}/api/uploads/", headers=bearer(token)
+        )
         return Sha256Uploader(
             file_stream=stream,
             client=client,

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
-import threading
-from http import HTTPStatus
 from typing import Any
 
 import pytest
@@ -18,9 +15,9 @@ from apps.submissions.models import ResumableUpload
 from apps.submissions.resumable import s3parts
 from tests.factories.tokens import make_token
 from tests.factories.users import make_user
-from tests.processes import Start, start_gunicorn, wait_for
+from tests.processes import Start, start_gunicorn
 from tests.submissions.test_s3 import CREDENTIALS, s3, s3_endpoint  # noqa: F401 - fixtures
-from tests.uploads.test_live_server import MiB, _append, _create, _offset
+from tests.uploads.live import MiB, resumed_on_a_new_web_process, upload_killed_midway
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -47,22 +44,7 @@ def test_web_process_killed_mid_upload_on_s3_then_resumed_by_a_new_one(
     }
     port, web = start_gunicorn(start_process, "web", 1, **env)
     data = os.urandom(40 * MiB + 321)
-    path = _create(port, token, len(data))
-    assert _append(port, token, path, 0, data[: 4 * MiB], complete=False)[0] == 204
-    results: list[Any] = []
-
-    def send_rest() -> None:
-        try:
-            results.append(_append(port, token, path, 4 * MiB, data[4 * MiB :], complete=True))
-        except OSError as exc:
-            results.append(exc)
-
-    sender = threading.Thread(target=send_rest, daemon=True)
-    sender.start()
-    wait_for(lambda: ResumableUpload.objects.get().offset > 13 * MiB, 60, "a checkpoint")
-    os.killpg(web.pid, signal.SIGKILL)
-    web.wait(10)
-    sender.join(30)
+    path, results = upload_killed_midway(port, web, token, data, past=13 * MiB)
     assert isinstance(results[0], OSError)
     saved = ResumableUpload.objects.get()
     assert 13 * MiB < saved.offset < len(data)
@@ -79,19 +61,7 @@ def test_web_process_killed_mid_upload_on_s3_then_resumed_by_a_new_one(
     held = (first - 1) * PART + tails[first].stat().st_size
     assert held >= saved.offset
 
-    port, _ = start_gunicorn(start_process, "web-again", 1, **env)
-    offset = _offset(port, token, path)
-    assert offset == saved.offset
-
-    def resumed() -> bool:
-        status = _append(port, token, path, offset, data[offset:], complete=True)[0]
-        assert status in (HTTPStatus.OK, HTTPStatus.CONFLICT)  # 409 while the dead claim lasts
-        return bool(status == HTTPStatus.OK)
-
-    wait_for(resumed, 30, "the dead writer's claim to lapse")
-    upload = ResumableUpload.objects.get()
-    assert upload.complete
-    assert upload.sha256 == hashlib.sha256(data).hexdigest()
+    upload = resumed_on_a_new_web_process(start_process, env, token, path, data, saved=saved.offset)
     assert s3.list_multipart_uploads(Bucket=s3.bucket).get("Uploads", []) == []
     whole = s3.get_object(Bucket=s3.bucket, Key=key)["Body"].read()
     assert hashlib.sha256(whole).hexdigest() == upload.sha256

@@ -25,8 +25,8 @@ from apps.submissions.resumable import s3parts, store
 from apps.submissions.resumable.consume import upload_consume, upload_source
 from apps.submissions.resumable.digest import ResumableSha256
 from apps.submissions.resumable.services import AppendRequest, upload_append, upload_create
-from tests.factories.submissions import make_submission
 from tests.submissions.test_s3 import s3, s3_endpoint  # noqa: F401 - fixtures
+from tests.uploads.requests import attach_to_new_draft
 from tests.uploads.test_concurrency import BrokenBody, SlowBody
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -100,13 +100,7 @@ def test_parts_go_to_s3_as_bytes_arrive_and_a_resumed_upload_completes_whole(
     assert _multipart(s3) == []
     assert _object(s3, saved.storage_key) == data
     assert s3parts.tail_files(saved.storage_key) == {}
-    draft = make_submission(owner=user, files=())
-    with django_capture_on_commit_callbacks(execute=True):
-        response = user_client.post(
-            f"/api/submissions/{draft.pk}/files/",
-            {"upload_id": upload.pk, "filename": "main.py"},
-            format="json",
-        )
+    response = attach_to_new_draft(user_client, user, upload.pk, django_capture_on_commit_callbacks)
     assert response.status_code == HTTPStatus.CREATED
     assert response.json()["sha256"] == hashlib.sha256(data).hexdigest()
     file = SubmissionFile.objects.get()
@@ -185,13 +179,7 @@ def test_writer_killed_between_saving_complete_and_completing_the_multipart_uplo
         complete=True,
         sha256=hashlib.sha256(data).hexdigest(),
     )
-    draft = make_submission(owner=user, files=())
-    with django_capture_on_commit_callbacks(execute=True):
-        response = user_client.post(
-            f"/api/submissions/{draft.pk}/files/",
-            {"upload_id": upload.pk, "filename": "main.py"},
-            format="json",
-        )
+    response = attach_to_new_draft(user_client, user, upload.pk, django_capture_on_commit_callbacks)
     assert response.status_code == HTTPStatus.CREATED
     assert _object(s3, key) == data
     assert _multipart(s3) == []

@@ -23,6 +23,7 @@ import re
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from apps.core.archive_readers.errors import INVALID, UNSAFE, ArchiveError
 from apps.core.archive_readers.gzip_stream import GzipStream
@@ -182,15 +183,21 @@ def tar_members(path: Path) -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo]]
     """Every member of a `.tar.gz` as `tarfile` yields it, read forward once; `ArchiveError`
     for a refused header, `tarfile`/`OSError` exceptions for an unreadable one."""
     with path.open("rb") as raw:
-        stream = GzipStream(raw)
-        with CheckedTarFile.open(  # type: ignore[call-overload]
-            fileobj=stream,
-            mode="r|",
-            tarinfo=CheckedTarInfo,
-            encoding="utf-8",
-            errors="surrogateescape",
-        ) as archive:
-            while (info := archive.next()) is not None:
-                # Streaming mode still appends every member to `members`; keep none.
-                archive.members.clear()
-                yield archive, info
+        yield from tar_stream_members(GzipStream(raw))  # type: ignore[arg-type]
+
+
+def tar_stream_members(stream: IO[bytes]) -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo]]:
+    """Every member of an uncompressed tar stream, read forward once, with header extensions
+    bounded (`CheckedTarInfo`); `ArchiveError` for a refused header, `tarfile`/`OSError`
+    exceptions for an unreadable one."""
+    with CheckedTarFile.open(
+        fileobj=stream,
+        mode="r|",
+        tarinfo=CheckedTarInfo,
+        encoding="utf-8",
+        errors="surrogateescape",
+    ) as archive:
+        while (info := archive.next()) is not None:
+            # Streaming mode still appends every member to `members`; keep none.
+            archive.members.clear()  # type: ignore[attr-defined]
+            yield archive, info

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from apps.core.archive_readers.errors import ArchiveError
-from apps.core.archive_readers.tar import CheckedTarFile, CheckedTarInfo
+from apps.core.archive_readers.tar import tar_stream_members
 from apps.core.archives import MAX_MEMBER_DEPTH
 from apps.grading.isolation.limits import MAX_METRICS_BYTES
 
@@ -37,33 +37,25 @@ def output_unpack(stream: IO[bytes], target: Path, *, max_bytes: int) -> str:
     total = 0
     count = 0
     try:
-        with CheckedTarFile.open(
-            fileobj=stream,
-            mode="r|",
-            tarinfo=CheckedTarInfo,
-            encoding="utf-8",
-            errors="surrogateescape",
-        ) as archive:
-            while (member := archive.next()) is not None:
-                archive.members.clear()  # type: ignore[attr-defined]  # streaming keeps all
-                count += 1
-                if count > MAX_OUTPUT_MEMBERS:
-                    return f"The output folder holds more than {MAX_OUTPUT_MEMBERS} entries."
-                name = posixpath.normpath(member.name)
-                if name == ".":
-                    continue
-                if name.startswith(("/", "../")) or name == "..":
-                    return f"The output folder's archive names {member.name!r}."
-                if name.count("/") > MAX_MEMBER_DEPTH:
-                    return f"The output folder holds a path deeper than {MAX_MEMBER_DEPTH} folders."
-                path = target / name
-                if member.isdir():
-                    path.mkdir(mode=0o755, parents=True, exist_ok=True)
-                elif member.isreg():
-                    total += member.size
-                    if total > max_bytes:
-                        return f"The output folder holds more than {max_bytes} bytes."
-                    _write(archive, member, path)
+        for archive, member in tar_stream_members(stream):
+            count += 1
+            if count > MAX_OUTPUT_MEMBERS:
+                return f"The output folder holds more than {MAX_OUTPUT_MEMBERS} entries."
+            name = posixpath.normpath(member.name)
+            if name == ".":
+                continue
+            if name.startswith(("/", "../")) or name == "..":
+                return f"The output folder's archive names {member.name!r}."
+            if name.count("/") > MAX_MEMBER_DEPTH:
+                return f"The output folder holds a path deeper than {MAX_MEMBER_DEPTH} folders."
+            path = target / name
+            if member.isdir():
+                path.mkdir(mode=0o755, parents=True, exist_ok=True)
+            elif member.isreg():
+                total += member.size
+                if total > max_bytes:
+                    return f"The output folder holds more than {max_bytes} bytes."
+                _write(archive, member, path)
     except ArchiveError as exc:
         return f"The output folder's archive was refused: {exc}"
     except (tarfile.TarError, OSError) as exc:

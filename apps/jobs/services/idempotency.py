@@ -22,7 +22,6 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -139,10 +138,14 @@ class IdempotencyClaim:
     replay: Job | None = None
 
 
-def _claim_or_replay(
-    row: IdempotencyKey, *, fingerprint: str, token: str, now: dt.datetime, expires: dt.datetime
-) -> IdempotencyClaim:
+def _claim_or_replay(row: IdempotencyKey, attempt: _ClaimAttempt) -> IdempotencyClaim:
     """Decide on an existing (locked) key row: replay, refuse, or take it over."""
+    fingerprint, token, now, expires = (
+        attempt.fingerprint,
+        attempt.token,
+        attempt.now,
+        attempt.expires,
+    )
     if row.expires_at <= now:
         # Past its TTL the key is free: the same key now makes a new job.
         IdempotencyKey.objects.filter(pk=row.pk).update(
@@ -193,120 +196,98 @@ def idempotency_claim(
     live claim holds it).
     """
     now = timezone.now()
-    token = new_hex_id()
-    expires = now + dt.timedelta(hours=ttl_hours)
-    claim = partial(
-        _idempotency_claim_locked,
+    attempt = _ClaimAttempt(
         user=user,
         key=key,
         fingerprint=fingerprint,
-        token=token,
+        token=new_hex_id(),
         now=now,
-        expires=expires,
+        expires=now + dt.timedelta(hours=ttl_hours),
     )
     if connection.vendor == "postgresql":
-        claimed, existing = _idempotency_claim_or_read(
-            user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
-        )
+        claimed, existing = _idempotency_claim_or_read(attempt)
         if claimed is not None:
             return claimed
     else:
         existing = idempotency_key_lookup(user_id=int(user.pk), key=key, now=now)
         if existing is None:
             try:
-                return _idempotency_claim_insert(
-                    user=user,
-                    key=key,
-                    fingerprint=fingerprint,
-                    token=token,
-                    now=now,
-                    expires=expires,
-                )
+                return _idempotency_claim_insert(attempt)
             except IntegrityError:
                 # Another request inserted the key first: decide on its row.
-                return claim()
+                return _idempotency_claim_locked(attempt)
     if existing is not None and existing.job is not None and existing.live:
         if existing.fingerprint != fingerprint:
             raise IdempotencyKeyReused()
         return IdempotencyClaim(replay=existing.job)
     # A live or dead claim, an expired key, or (PostgreSQL) a claim committed meanwhile.
-    return claim()
+    return _idempotency_claim_locked(attempt)
+
+
+@dataclass(frozen=True)
+class _ClaimAttempt:
+    """One request's attempt at claiming a key: who, which key and payload, its token, when."""
+
+    user: AbstractBaseUser
+    key: str
+    fingerprint: str
+    token: str
+    now: dt.datetime
+    expires: dt.datetime
 
 
 def _idempotency_claim_or_read(
-    *,
-    user: AbstractBaseUser,
-    key: str,
-    fingerprint: str,
-    token: str,
-    now: dt.datetime,
-    expires: dt.datetime,
+    attempt: _ClaimAttempt,
 ) -> tuple[IdempotencyClaim | None, KeyLookup | None]:
     """PostgreSQL: one statement (`_CLAIM_OR_READ`): the new claim, else the existing row
     (None, None: a concurrent claim committed meanwhile, decided on the locked row)."""
     adapt = connection.ops.adapt_datetimefield_value
-    inserted = [user.pk, key, fingerprint, token, adapt(now), adapt(now), adapt(expires)]
-    row = _CLAIM_OR_READ.fetchone([*inserted, adapt(now), user.pk, key])
+    user_id, now = attempt.user.pk, adapt(attempt.now)
+    inserted = [
+        *(user_id, attempt.key, attempt.fingerprint, attempt.token),
+        *(now, now, adapt(attempt.expires)),
+    ]
+    row = _CLAIM_OR_READ.fetchone([*inserted, now, user_id, attempt.key])
     if row is None:
         return None, None
     if row[0] is not None:
-        return IdempotencyClaim(key_id=int(row[0]), token=token), None
+        return IdempotencyClaim(key_id=int(row[0]), token=attempt.token), None
     return None, key_lookup_of(row[1:])
 
 
-def _idempotency_claim_insert(
-    *,
-    user: AbstractBaseUser,
-    key: str,
-    fingerprint: str,
-    token: str,
-    now: dt.datetime,
-    expires: dt.datetime,
-) -> IdempotencyClaim:
+def _idempotency_claim_insert(attempt: _ClaimAttempt) -> IdempotencyClaim:
     """The one INSERT of a new claim; IntegrityError (in its own savepoint when inside a
     transaction) when the (user, key) row exists already."""
     with transaction.atomic() if connection.in_atomic_block else nullcontext():
         created = IdempotencyKey(
-            user_id=user.pk,
-            key=key,
-            fingerprint=fingerprint,
-            lock_token=token,
-            locked_at=now,
-            created_at=now,
-            expires_at=expires,
+            user_id=attempt.user.pk,
+            key=attempt.key,
+            fingerprint=attempt.fingerprint,
+            lock_token=attempt.token,
+            locked_at=attempt.now,
+            created_at=attempt.now,
+            expires_at=attempt.expires,
         )
         _KEY_INSERT.save(created)
-    return IdempotencyClaim(key_id=int(created.pk), token=token)
+    return IdempotencyClaim(key_id=int(created.pk), token=attempt.token)
 
 
-def _idempotency_claim_locked(
-    *,
-    user: AbstractBaseUser,
-    key: str,
-    fingerprint: str,
-    token: str,
-    now: dt.datetime,
-    expires: dt.datetime,
-) -> IdempotencyClaim:
+def _idempotency_claim_locked(attempt: _ClaimAttempt) -> IdempotencyClaim:
     with transaction.atomic():
         row = (
             IdempotencyKey.objects.select_for_update(of=("self",))
             .select_related("job")
-            .filter(user_id=user.pk, key=key)
+            .filter(user_id=attempt.user.pk, key=attempt.key)
             .first()
         )
         if row is not None:
-            return _claim_or_replay(
-                row, fingerprint=fingerprint, token=token, now=now, expires=expires
-            )
+            return _claim_or_replay(row, attempt)
         # The row we saw was released (its request failed) meanwhile: claim it afresh.
         try:
-            return _idempotency_claim_insert(
-                user=user, key=key, fingerprint=fingerprint, token=token, now=now, expires=expires
-            )
+            return _idempotency_claim_insert(attempt)
         except IntegrityError as exc:
             raise IdempotencyRequestInProgress(
-                retry_after=idempotency_retry_after(locked_at=now, now=now)
+                retry_after=idempotency_retry_after(locked_at=attempt.now, now=attempt.now)
             ) from exc
 
 

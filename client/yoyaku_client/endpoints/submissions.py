@@ -199,11 +199,4 @@ class SubmissionsApi(ApiBase):
         response = self.transport.request(
             "POST", f"/submissions/{submission_id}/files/", body=body, safety=Safety.SAFE
         )
-        info = FileInfo.from_api(response.json())
-        return UploadedFile(
-            filename=info.filename,
-            size=info.size,
-            sha256=info.sha256,
-            uploaded_at=info.uploaded_at,
-            created=response.status_code == 201,
-        )
+        return UploadedFile.from_answer(response.json(), status_code=response.status_code)

@@ -35,7 +35,7 @@ from yoyaku_client.errors import (
     TransportError,
     YoyakuError,
 )
-from yoyaku_client.models import FileInfo, UploadedFile
+from yoyaku_client.models import UploadedFile
 from yoyaku_client.multipart import ProgressCallback
 from yoyaku_client.transport import Safety
 
@@ -324,11 +324,4 @@ class UploadsApi(ApiBase):
             json={"upload_id": upload_id, "filename": filename},
             safety=Safety.SAFE,
         )
-        info = FileInfo.from_api(response.json())
-        return UploadedFile(
-            filename=info.filename,
-            size=info.size,
-            sha256=info.sha256,
-            uploaded_at=info.uploaded_at,
-            created=response.status_code == 201,
-        )
+        return UploadedFile.from_answer(response.json(), status_code=response.status_code)

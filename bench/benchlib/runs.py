@@ -1,0 +1,77 @@
+"""Pieces more than one benchmark script runs: a worker cluster started, waited on and
+stopped, and one isolated run of a trivial program through the product's whole per-grading
+path (`apps.grading.isolation`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from apps.grading.isolation import Limits, Outcome
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float) -> float:
+    """Seconds until `predicate` holds (polled every 20 ms); TimeoutError after `timeout`."""
+    started = time.monotonic()
+    while not predicate():
+        if time.monotonic() - started > timeout:
+            raise TimeoutError("the cluster did not finish in time")
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+def isolated_run(*, bwrap: str | None, program: str, limits: Limits, python: str) -> Outcome:
+    """One run of `program` (as main.py, given config.yaml) in a fresh input folder handed over
+    to the sandbox, under bubblewrap with `limits`."""
+    from apps.grading.isolation import (
+        BUBBLEWRAP,
+        input_folder,
+        input_folder_hand_over,
+        run_program,
+    )
+
+    with input_folder() as root:
+        (root / "main.py").write_text(program)
+        (root / "config.yaml").write_text("a: 1\n")
+        input_folder_hand_over(root, isolation=BUBBLEWRAP)
+        return run_program(
+            isolation=BUBBLEWRAP,
+            bwrap=bwrap,
+            input_dir=root,
+            program=["main.py", "config.yaml"],
+            limits=limits,
+            python=python,
+        )
+
+
+def cluster_stop(cluster: subprocess.Popen[bytes]) -> None:
+    """Stop a worker cluster (its own process group): SIGTERM, then SIGKILL to the whole group
+    if it has not exited within 30 s."""
+    cluster.send_signal(signal.SIGTERM)
+    try:
+        cluster.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(cluster.pid, signal.SIGKILL)
+        cluster.wait()
+
+
+def cluster_start(*, stderr: IO[bytes] | int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+    """A worker cluster (`manage.py qcluster`) in its own process group, with this process's
+    environment; its output is dropped (stderr: unless given somewhere to go)."""
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env=dict(os.environ),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+    )
