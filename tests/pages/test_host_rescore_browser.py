@@ -33,7 +33,9 @@ def test_the_console_polls_a_rescore_and_cancel_keeps_the_served_version(
     shots: Callable[[Any, str], Path],
     problems: list[str],  # noqa: F811 - the fixture
     client_for: Callable[[User], APIClient],
+    settings: Any,
 ) -> None:
+    settings.RESCORE_BATCH = 1  # one item per call of the worker's service, as a busy queue does
     host, pat, _ = challenge_with_a_graded_entry(client_for)
     new_scorer(host)  # version 2: the entry and the baseline to score again
     rescore = Rescore.objects.get(phase__slug="dev", version=2)
