@@ -105,15 +105,20 @@ class UploadApiBase(ApiView):
     parser_classes: list[Any] = []
     streams_request_body = True
     said: UploadHeaders | None = None
+    # Discovery (the limits and the protocol's capabilities) needs no credentials, as tus
+    # clients expect; every other method needs a user and a scope.
+    public_methods = frozenset({"OPTIONS"})
 
     def get_permissions(self) -> list[BasePermission]:
-        if (self.request.method or "").upper() == "OPTIONS":
+        if (self.request.method or "").upper() in self.public_methods:
             return [AllowAny()]
         return super().get_permissions()  # type: ignore[return-value]
 
     @classmethod
     def scope_for(cls, method: str, body: Any = None) -> str | None:
-        return None if method.upper() == "OPTIONS" else super().scope_for(method, body)
+        if method.upper() in cls.public_methods:
+            return None
+        return super().scope_for(method, body)
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
