@@ -20,7 +20,6 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 
 from apps.core.archives import archive_kind
-from apps.core.models_utils import new_hex_id
 from apps.submissions.contexts import SubmissionContext, submission_context_resolve
 from apps.submissions.exceptions import UploadAttached, UploadIncomplete
 from apps.submissions.metrics import counts_upload_refusals, upload_created
@@ -34,6 +33,7 @@ from apps.submissions.services.drafts import (
     _create_names_check,
     _create_size_check,
     _create_store_and_insert,
+    draft_new,
 )
 from apps.submissions.services.storage import stored_delete
 from apps.submissions.uploads import IncomingFile
@@ -122,16 +122,14 @@ def submission_create_from_upload(
         validate_archive(path=store.readable_path(upload.storage_key), filename=filename)
     for incoming in uploads:
         validate_archive(path=Path(incoming.temporary_file_path()), filename=incoming.raw_name)
-    draft = Submission(
-        id=new_hex_id(),
-        owner_id=user.pk,
+    draft = draft_new(
+        user=user,
+        context=context,
         entrypoint=entrypoint,
         config_file=config_file,
         metadata=metadata,
         question_id=question_id,
         skill=skill,
-        kind=context.kind,
-        file_types=list(context.file_types),
     )
     stored = _stored_name(submission_id=draft.pk, upload=upload, filename=filename)
     created = context.on_created

@@ -265,7 +265,32 @@ def submission_create(
     total = _create_size_check(user=user, uploads=uploads)
     for upload in uploads:
         validate_archive(path=Path(upload.temporary_file_path()), filename=upload.raw_name)
-    draft = Submission(
+    draft = draft_new(
+        user=user,
+        context=context,
+        entrypoint=entrypoint,
+        config_file=config_file,
+        metadata=metadata,
+        question_id=question_id,
+        skill=skill,
+    )
+    _create_store_and_insert(user=user, draft=draft, uploads=uploads, total=total, context=context)
+    upload_created(sizes=[upload.size or 0 for upload in uploads])
+    return draft
+
+
+def draft_new(
+    *,
+    user: AbstractBaseUser,
+    context: SubmissionContext,
+    entrypoint: str,
+    config_file: str,
+    metadata: dict[str, Any],
+    question_id: str,
+    skill: str,
+) -> Submission:
+    """The unsaved draft row a create inserts (with its files, in `_create_store_and_insert`)."""
+    return Submission(
         id=new_hex_id(),
         owner_id=user.pk,
         entrypoint=entrypoint,
@@ -276,9 +301,6 @@ def submission_create(
         kind=context.kind,
         file_types=list(context.file_types),
     )
-    _create_store_and_insert(user=user, draft=draft, uploads=uploads, total=total, context=context)
-    upload_created(sizes=[upload.size or 0 for upload in uploads])
-    return draft
 
 
 def _create_fields_check(
