@@ -8,33 +8,31 @@ rules of SPEC §4 judge the real name.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.conf import settings
-from django.core.files.uploadedfile import TemporaryUploadedFile
-from django.core.files.uploadhandler import FileUploadHandler, StopFutureHandlers
+from django.core.files.uploadhandler import StopFutureHandlers
 from django.http.multipartparser import MultiPartParser
 
 from apps.core.exceptions import DomainError
+from apps.core.upload_handlers import CHUNK_SIZE, HashedTemporaryFile, HashingUploadHandler
 from apps.submissions.exceptions import FileTooLarge, TooManyFiles
 from apps.submissions.validation import validate_extension, validate_name
 
-CHUNK_SIZE = 1024 * 1024
+__all__ = ["CHUNK_SIZE", "IncomingFile", "RawNameMultiPartParser", "SubmissionUploadHandler"]
 
 
-class IncomingFile(TemporaryUploadedFile):
+class IncomingFile(HashedTemporaryFile):
     """A fully received upload on local disk: its raw client name, size and sha256."""
 
     def __init__(self, *, raw_name: str, content_type: str, charset: str | None) -> None:
         # The temporary file's own name carries no part of the client's name.
         super().__init__("upload", content_type, 0, charset)
         self.raw_name = raw_name
-        self.sha256 = ""
 
 
-class SubmissionUploadHandler(FileUploadHandler):
+class SubmissionUploadHandler(HashingUploadHandler[IncomingFile]):
     """Counts, hashes and writes each file; refuses a bad name before writing a byte and an
     over-size file the moment it passes the limit (exactly the limit is accepted).
 
@@ -44,8 +42,6 @@ class SubmissionUploadHandler(FileUploadHandler):
     `InvalidExtension`, `FileTooLarge`, `TooManyFiles`; `discard()` removes whatever was
     written.
     """
-
-    chunk_size = CHUNK_SIZE
 
     def __init__(
         self,
@@ -63,10 +59,6 @@ class SubmissionUploadHandler(FileUploadHandler):
         # user's remaining storage): passing it raises `over_total(bytes received)` at once.
         self.max_total = max_total
         self.over_total = over_total
-        self.received: list[IncomingFile] = []
-        self.current: IncomingFile | None = None
-        self._hash: Any = None
-        self._size = 0
         self._total = 0
 
     def new_file(
@@ -88,10 +80,7 @@ class SubmissionUploadHandler(FileUploadHandler):
             validate_extension(file_name, self.file_types)
         if content_length is not None and content_length > self.max_size:
             raise self._too_large(file_name)
-        self.current = IncomingFile(raw_name=file_name, content_type=content_type, charset=charset)
-        self.received.append(self.current)
-        self._hash = hashlib.sha256()
-        self._size = 0
+        self._start(IncomingFile(raw_name=file_name, content_type=content_type, charset=charset))
         raise StopFutureHandlers
 
     def _too_large(self, name: str) -> FileTooLarge:
@@ -100,34 +89,14 @@ class SubmissionUploadHandler(FileUploadHandler):
             extra={"filename": name, "max_size": self.max_size},
         )
 
-    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes | None:
-        assert self.current is not None  # noqa: S101 - new_file always runs first
-        self._size += len(raw_data)
-        self._total += len(raw_data)
+    def _check_size(self, received: int) -> None:
+        assert self.current is not None  # noqa: S101 - only called while a file is open
+        self._total += received
         if self._size > self.max_size:
             raise self._too_large(self.current.raw_name)
         if self.max_total is not None and self._total > self.max_total:
             assert self.over_total is not None  # noqa: S101 - set together
             raise self.over_total(self._total)
-        self._hash.update(raw_data)
-        self.current.write(raw_data)
-        return None
-
-    def file_complete(self, file_size: int) -> IncomingFile | None:
-        if self.current is None:
-            return None
-        incoming, self.current = self.current, None
-        incoming.seek(0)
-        incoming.size = self._size
-        incoming.sha256 = self._hash.hexdigest()
-        return incoming
-
-    def discard(self) -> None:
-        """Close (and so delete) every temporary file this request wrote."""
-        for incoming in self.received:
-            incoming.close()
-        self.received.clear()
-        self.current = None
 
 
 class RawNameMultiPartParser(MultiPartParser):

@@ -1,0 +1,68 @@
+"""The part every streaming multipart handler shares: each file goes to a temporary file
+chunk by chunk, counted and hashed on the way; `discard()` removes whatever was written."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Generic, TypeVar
+
+from django.core.files.uploadedfile import TemporaryUploadedFile
+from django.core.files.uploadhandler import FileUploadHandler
+
+CHUNK_SIZE = 1024 * 1024
+
+
+class HashedTemporaryFile(TemporaryUploadedFile):
+    """A received file on local disk with its size and sha256 (set once it is complete)."""
+
+    sha256: str = ""
+
+
+Incoming = TypeVar("Incoming", bound=HashedTemporaryFile)
+
+
+class HashingUploadHandler(FileUploadHandler, Generic[Incoming]):
+    """Subclasses decide in `new_file` whether a file may start (`_start` it) and in
+    `_check_size` whether it may grow; this class writes, counts and hashes its bytes."""
+
+    chunk_size = CHUNK_SIZE
+
+    def __init__(self, request: Any = None) -> None:
+        super().__init__(request)
+        self.received: list[Incoming] = []
+        self.current: Incoming | None = None
+        self._hash: Any = None
+        self._size = 0
+
+    def _start(self, incoming: Incoming) -> None:
+        self.current = incoming
+        self.received.append(incoming)
+        self._hash = hashlib.sha256()
+        self._size = 0
+
+    def _check_size(self, received: int) -> None:
+        """Raise a domain error when `received` more bytes make the file or request too large."""
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes | None:
+        assert self.current is not None  # noqa: S101 - new_file always runs first
+        self._size += len(raw_data)
+        self._check_size(len(raw_data))
+        self._hash.update(raw_data)
+        self.current.write(raw_data)
+        return None
+
+    def file_complete(self, file_size: int) -> Incoming | None:
+        if self.current is None:
+            return None
+        incoming, self.current = self.current, None
+        incoming.seek(0)
+        incoming.size = self._size
+        incoming.sha256 = self._hash.hexdigest()
+        return incoming
+
+    def discard(self) -> None:
+        """Close (and so delete) every temporary file this request wrote."""
+        for incoming in self.received:
+            incoming.close()
+        self.received.clear()
+        self.current = None
