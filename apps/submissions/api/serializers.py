@@ -6,7 +6,6 @@ from typing import Any
 from django.core.validators import ProhibitNullCharactersValidator
 from django.urls import reverse
 from rest_framework import serializers
-from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from apps.core.api.pagination import PageOutputSerializer
 from apps.submissions.models import ResumableUpload, Submission, SubmissionFile, SubmissionStatus
@@ -149,8 +148,8 @@ class UploadOutputSerializer(serializers.ModelSerializer[ResumableUpload]):
 class FilenameField(serializers.CharField):
     """A file's name as a field of the body: every rule about it is the name rule's, which the
     service applies (`invalid_filename`, as for a file part's name), so a NUL or another
-    control character, a lone surrogate, a blank or an overlong name is refused with that
-    code, never here as `invalid_request`."""
+    control character, a blank or an overlong name is refused with that code, never here as
+    `invalid_request`."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("trim_whitespace", False)
@@ -159,9 +158,7 @@ class FilenameField(serializers.CharField):
         self.validators = [
             validator
             for validator in self.validators
-            if not isinstance(
-                validator, (ProhibitNullCharactersValidator, ProhibitSurrogateCharactersValidator)
-            )
+            if not isinstance(validator, ProhibitNullCharactersValidator)
         ]
 
 
