@@ -38,43 +38,35 @@ def call(
     path: str,
     body: bytes = b"",
     content_type: str = "",
-    **headers: str,
+    headers: dict[str, str] | None = None,
 ) -> Any:
-    return client.generic(method, path, body, content_type, headers={**V8, **headers})
+    return client.generic(method, path, body, content_type, headers={**V8, **(headers or {})})
 
 
-def create(client: Client, **headers: str) -> Any:
+def create(client: Client, headers: dict[str, str]) -> Any:
+    said = {"Upload-Complete": "?0", "Upload-Length": "6"}
+    return call(client, "POST", "/api/uploads/", headers={**said, **headers})
+
+
+def append(
+    client: Client, path: str, data: bytes, offset: int, done: bool, headers: dict[str, str]
+) -> Any:
+    said = {"Upload-Offset": str(offset), "Upload-Complete": "?1" if done else "?0"}
     return call(
-        client,
-        "POST",
-        "/api/uploads/",
-        **{"Upload-Complete": "?0", "Upload-Length": "6"},
-        **headers,
-    )
-
-
-def append(client: Client, path: str, data: bytes, offset: int, done: bool, **headers: str) -> Any:
-    return call(
-        client,
-        "PATCH",
-        path,
-        data,
-        "application/partial-upload",
-        **{"Upload-Offset": str(offset), "Upload-Complete": "?1" if done else "?0"},
-        **headers,
+        client, "PATCH", path, data, "application/partial-upload", headers={**said, **headers}
     )
 
 
 def test_the_page_path_uploads_with_the_login_cookie_and_its_token(user: User) -> None:
     client, token = signed_in_page(user)
-    created = create(client, **{"X-CSRFToken": token, "Origin": SAME_SITE})
+    created = create(client, {"X-CSRFToken": token, "Origin": SAME_SITE})
     assert created.status_code == HTTPStatus.CREATED, created.content
     path = f"/api/uploads/{created.json()['upload_id']}/"
-    first = append(client, path, b"abc", 0, False, **{"X-CSRFToken": token})
+    first = append(client, path, b"abc", 0, False, {"X-CSRFToken": token})
     assert first.status_code == HTTPStatus.NO_CONTENT
     head = call(client, "HEAD", path)  # a safe method: no token needed
     assert (head.status_code, head["Upload-Offset"], head["Upload-Complete"]) == (204, "3", "?0")
-    last = append(client, path, b"def", 3, True, **{"X-CSRFToken": token, "Origin": SAME_SITE})
+    last = append(client, path, b"def", 3, True, {"X-CSRFToken": token, "Origin": SAME_SITE})
     assert last.status_code == HTTPStatus.OK
     assert last.json()["complete"] is True
 
@@ -92,13 +84,13 @@ def test_a_cross_site_write_is_refused(user: User, headers: dict[str, str]) -> N
     client, token = signed_in_page(user)
     if headers.pop("token", None):
         headers["X-CSRFToken"] = token
-    created = create(client, **{"X-CSRFToken": token})
+    created = create(client, {"X-CSRFToken": token})
     path = f"/api/uploads/{created.json()['upload_id']}/"
 
     refused = [
-        create(client, **headers),
-        append(client, path, b"abc", 0, False, **headers),
-        call(client, "DELETE", path, **headers),
+        create(client, headers),
+        append(client, path, b"abc", 0, False, headers),
+        call(client, "DELETE", path, headers=headers),
     ]
 
     for response in refused:
@@ -110,10 +102,10 @@ def test_a_cross_site_write_is_refused(user: User, headers: dict[str, str]) -> N
 
 def test_another_users_upload_is_404_on_the_page_path(user: User) -> None:
     owner_client, owner_token = signed_in_page(make_user(username="owner"))
-    created = create(owner_client, **{"X-CSRFToken": owner_token})
+    created = create(owner_client, {"X-CSRFToken": owner_token})
     upload_id = created.json()["upload_id"]
     path = f"/api/uploads/{upload_id}/"
-    done = append(owner_client, path, b"print1", 0, True, **{"X-CSRFToken": owner_token})
+    done = append(owner_client, path, b"print1", 0, True, {"X-CSRFToken": owner_token})
     assert done.status_code == HTTPStatus.OK
 
     client, token = signed_in_page(user)
@@ -121,22 +113,14 @@ def test_another_users_upload_is_404_on_the_page_path(user: User) -> None:
     answers = [
         call(client, "HEAD", path),
         call(client, "GET", path),
-        append(client, path, b"x", 6, True, **{"X-CSRFToken": token}),
-        call(client, "DELETE", path, **{"X-CSRFToken": token}),
+        append(client, path, b"x", 6, True, {"X-CSRFToken": token}),
+        call(client, "DELETE", path, headers={"X-CSRFToken": token}),
     ]
     body = json.dumps({"upload_id": upload_id, "filename": "main.py"}).encode()
+    token_header = {"X-CSRFToken": token}
     answers += [
-        call(
-            client, "POST", "/api/submissions/", body, "application/json", **{"X-CSRFToken": token}
-        ),
-        call(
-            client,
-            "POST",
-            f"/api/submissions/{draft.pk}/files/",
-            body,
-            "application/json",
-            **{"X-CSRFToken": token},
-        ),
+        call(client, "POST", target, body, "application/json", token_header)
+        for target in ("/api/submissions/", f"/api/submissions/{draft.pk}/files/")
     ]
 
     assert [a.status_code for a in answers] == [HTTPStatus.NOT_FOUND] * len(answers)
