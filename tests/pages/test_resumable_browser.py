@@ -25,6 +25,7 @@ from django.core.files.storage import storages
 from apps.jobs.models import Job
 from apps.quotas.models import Reservation
 from apps.submissions.models import ResumableUpload, Submission, SubmissionFile
+from tests import faults
 from tests.benchmarks.scoring import apply_bundle, host_user
 from tests.factories.users import make_user
 from tests.pages.challenge_support import open_now
@@ -224,6 +225,40 @@ def test_challenge_page_resumes_a_cut_off_slice_and_submits_once(
     assert_stored(SubmissionFile.objects.get(submission=submission), predictions)
     assert Job.objects.filter(owner=pat).count() == 1
     assert Job.objects.get(owner=pat).submission_id == submission.pk
+
+
+def test_a_slice_answered_503_is_sent_again_from_the_servers_offset(
+    page: Any, login: Callable[[User], Any], seen: dict[str, list[str]], tmp_path: Path
+) -> None:
+    user = make_user(username="patient")
+    login(user)
+    model = stored_zip(300 * 1024)
+    (tmp_path / "model.zip").write_bytes(model)
+    faults.fail_next(
+        lambda r: r.method == "PATCH" and r.headers.get("Upload-Offset") == str(SLICE), times=2
+    )
+    try:
+        page.goto("/submit/")
+        page.set_input_files("#files", str(tmp_path / "model.zip"))
+        page.click("#start")
+        page.wait_for_selector("#overall-text:text('1/1 files uploaded')")
+    finally:
+        faults.clear()
+    at = f"PATCH {SLICE}"
+    assert seen["uploads"][:8] == [
+        "POST",
+        "PATCH 0",
+        at,
+        "HEAD",
+        at,
+        "HEAD",
+        at,
+        f"PATCH {2 * SLICE}",
+    ]
+    assert seen["failed"] == []
+    assert len(seen["errors"]) == 4, seen["errors"]
+    assert all("503" in error for error in seen["errors"]), seen["errors"]
+    assert_stored(SubmissionFile.objects.get(submission__owner=user), model)
 
 
 def test_an_upload_of_another_user_is_404_through_the_pages_calls(
