@@ -27,9 +27,10 @@ class HomePage(TemplateView):
 
 
 def upload_form_context() -> dict[str, Any]:
-    """What a page's upload form tells its script: files over `resumable_over` bytes go as
-    resumable uploads in slices of `slice_bytes` (the smaller of PAGES_RESUMABLE_OVER_BYTES and
-    MAX_UPLOAD_FILE_SIZE: a larger file cannot go in one request), the rest in one request."""
+    """What a page's upload form tells its script: files over `resumable_over` bytes (the
+    smaller of PAGES_RESUMABLE_OVER_BYTES and MAX_UPLOAD_FILE_SIZE, over which a file cannot go
+    in one request) go as resumable uploads in slices of `slice_bytes`, the rest in one
+    request each; `max_size` is the largest file (MAX_RESUMABLE_UPLOAD_SIZE) as people read it."""
     return {
         "max_size": _size_text(int(settings.MAX_RESUMABLE_UPLOAD_SIZE)),
         "resumable_over": min(
