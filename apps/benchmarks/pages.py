@@ -34,6 +34,7 @@ from apps.benchmarks.rescore_selectors import phase_rescore_view
 from apps.benchmarks.selectors import challenge_get_visible, challenge_may_manage
 from apps.core.exceptions import DomainError
 from apps.core.exceptions import PermissionDenied as DomainPermissionDenied
+from apps.core.pages import upload_form_context
 
 #: The challenge pages load nothing from another origin and run no inline script.
 CONTENT_SECURITY_POLICY = (
@@ -87,8 +88,7 @@ def challenge_detail_page(request: HttpRequest, slug: str) -> HttpResponse:
         "page": page,
         "challenge": challenge,
         "poll_ms": _poll_ms(),
-        "max_mb": settings.MAX_UPLOAD_FILE_SIZE // (1024 * 1024),
-        "retry_delay_ms": settings.PAGES_RETRY_BASE_DELAY_MS,
+        **upload_form_context(),
     }
     return render(request, "pages/challenge.html", context)
 

@@ -26,13 +26,34 @@ class HomePage(TemplateView):
         return super().dispatch(request, *args, **kwargs)
 
 
+def upload_form_context() -> dict[str, Any]:
+    """What a page's upload form tells its script: files over `resumable_over` bytes (the
+    smaller of PAGES_RESUMABLE_OVER_BYTES and MAX_UPLOAD_FILE_SIZE, over which a file cannot go
+    in one request) go as resumable uploads in slices of `slice_bytes`, the rest in one
+    request each; `max_size` is the largest file (MAX_RESUMABLE_UPLOAD_SIZE) as people read it."""
+    return {
+        "max_size": _size_text(int(settings.MAX_RESUMABLE_UPLOAD_SIZE)),
+        "resumable_over": min(
+            int(settings.PAGES_RESUMABLE_OVER_BYTES), int(settings.MAX_UPLOAD_FILE_SIZE)
+        ),
+        "slice_bytes": max(1, int(settings.PAGES_UPLOAD_SLICE_BYTES)),
+        "retry_delay_ms": settings.PAGES_RETRY_BASE_DELAY_MS,
+    }
+
+
+def _size_text(size: int) -> str:
+    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}" if size % scale == 0 else f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
+
+
 class SubmitPage(LoginRequiredMixin, TemplateView):
     template_name = "pages/submit.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        context["max_mb"] = settings.MAX_UPLOAD_FILE_SIZE // (1024 * 1024)
-        context["retry_delay_ms"] = settings.PAGES_RETRY_BASE_DELAY_MS
+        context.update(upload_form_context())
         context["poll_ms"] = settings.PAGES_POLL_INTERVAL_MS
         return context
 

@@ -86,3 +86,7 @@ Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
 # --- Web pages --------------------------------------------------------------------------------
 PAGES_RETRY_BASE_DELAY_MS = int(env_number("PAGES_RETRY_BASE_DELAY_MS", 500))
 PAGES_POLL_INTERVAL_MS = int(env_number("PAGES_POLL_INTERVAL_MS", 2000))
+# Files over this many bytes (or over MAX_UPLOAD_FILE_SIZE, if lower) go from the pages as
+# resumable uploads, in slices of PAGES_UPLOAD_SLICE_BYTES; smaller ones in one request.
+PAGES_RESUMABLE_OVER_BYTES = int(env_number("PAGES_RESUMABLE_OVER_BYTES", 16 * 1024 * 1024))
+PAGES_UPLOAD_SLICE_BYTES = int(env_number("PAGES_UPLOAD_SLICE_BYTES", 8 * 1024 * 1024))

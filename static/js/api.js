@@ -125,5 +125,5 @@ const Api = (() => {
     return el("td", { class: "num", title: text && String(value) !== text ? String(value) : "" }, text);
   }
 
-  return { ApiError, request, upload, withRetries, sleep, listOf, when, el, score, scoreCell };
+  return { ApiError, csrfToken, parse, request, upload, withRetries, sleep, listOf, when, el, score, scoreCell };
 })();

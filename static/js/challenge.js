@@ -10,6 +10,8 @@
   const slug = root.dataset.slug;
   const pollMs = Number(root.dataset.pollMs || 2000);
   const retryDelay = Number(root.dataset.retryDelayMs || 500);
+  const resumableOver = Number(root.dataset.resumableOver || Infinity);
+  const sliceBytes = Number(root.dataset.sliceBytes || 0);
   const message = document.getElementById("message");
   const lastHtml = new WeakMap();
 
@@ -128,6 +130,37 @@
     });
   }
 
+  // A file over the page's `data-resumable-over`: a resumable upload (resumable.js) that
+  // resumes where the server's bytes end; the bar counts the bytes stored. Its id then becomes
+  // the submission's file.
+  async function sendResumable(form, file, status, bar, step) {
+    const cancel = form.querySelector(".cancel-button");
+    const resumable = new Resumable.Upload(file, {
+      sliceBytes,
+      baseDelay: retryDelay,
+      onProgress: (stored, total) => {
+        bar.value = step + (total ? stored / total : 1);
+        status.textContent = `Uploading ${file.name}: ${Math.floor((100 * stored) / (total || 1))}% stored…`;
+      },
+      onRetry: (n, delay, err) => {
+        status.textContent = `Connection lost (${err.status || "network"}): resuming ${file.name} in ${delay} ms…`;
+      },
+    });
+    const onCancel = () => resumable.cancel();
+    cancel.addEventListener("click", onCancel);
+    cancel.hidden = false;
+    try {
+      return await resumable.send();
+    } finally {
+      cancel.hidden = true;
+      cancel.removeEventListener("click", onCancel);
+    }
+  }
+
+  function attachUpload(path, json) {
+    return withRetries(() => request("POST", path, { json }), { retries: 3, baseDelay: retryDelay });
+  }
+
   async function submitPhase(form) {
     const phase = form.dataset.phase;
     const files = Array.from(form.querySelector(".files").files);
@@ -141,26 +174,39 @@
     bar.value = 0;
     try {
       status.textContent = `Uploading ${files[0].name}…`;
-      const first = await sendFile("/api/submissions/", () => {
-        const data = new FormData();
-        data.append("files", files[0]);
-        data.append("challenge", slug);
-        data.append("phase", phase);
-        if (form.dataset.kind === "code") {
-          data.append("entrypoint", form.querySelector(".entrypoint").value || "main.py");
-          data.append("config_file", form.querySelector(".config-file").value || "config.yaml");
-        }
-        return data;
-      }, status);
+      const fields = { challenge: slug, phase };
+      if (form.dataset.kind === "code") {
+        fields.entrypoint = form.querySelector(".entrypoint").value || "main.py";
+        fields.config_file = form.querySelector(".config-file").value || "config.yaml";
+      } else {
+        fields.entrypoint = fields.config_file = "";
+      }
+      let first;
+      if (files[0].size > resumableOver) {
+        const uploadId = await sendResumable(form, files[0], status, bar, 0);
+        first = await attachUpload("/api/submissions/", { upload_id: uploadId, filename: files[0].name, ...fields });
+      } else {
+        first = await sendFile("/api/submissions/", () => {
+          const data = new FormData();
+          data.append("files", files[0]);
+          for (const [name, value] of Object.entries(fields)) if (value) data.append(name, value);
+          return data;
+        }, status);
+      }
       const submissionId = first.body.submission_id;
       bar.value = 1;
       for (let i = 1; i < files.length; i++) {
         status.textContent = `Uploading ${files[i].name}…`;
-        await sendFile(`/api/submissions/${submissionId}/files/`, () => {
-          const data = new FormData();
-          data.append("file", files[i]);
-          return data;
-        }, status);
+        const path = `/api/submissions/${submissionId}/files/`;
+        if (files[i].size > resumableOver) {
+          await attachUpload(path, { upload_id: await sendResumable(form, files[i], status, bar, i), filename: files[i].name });
+        } else {
+          await sendFile(path, () => {
+            const data = new FormData();
+            data.append("file", files[i]);
+            return data;
+          }, status);
+        }
         bar.value = i + 1;
       }
       status.textContent = "Submitting…";
@@ -175,7 +221,7 @@
       inflight = refreshAll();
       await inflight;
     } catch (err) {
-      status.textContent = err instanceof ApiError ? err.message : String(err);
+      status.textContent = err instanceof ApiError || err.cancelled ? err.message : String(err);
       status.className = "submit-status error";
     } finally {
       button.disabled = false;

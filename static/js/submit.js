@@ -1,10 +1,14 @@
-// /submit/: reserve a slot, upload files one per request with progress and retries, enqueue once.
+// /submit/: reserve a slot, upload files one per request with progress and retries (a file
+// over the form's `data-resumable-over` as a resumable upload, then attached), enqueue once.
 "use strict";
 
 (() => {
   const { request, upload, withRetries, sleep, el, ApiError } = Api;
   const $ = (id) => document.getElementById(id);
   const form = $("submit-form");
+  const resumableOver = Number(form.dataset.resumableOver || Infinity);
+  const sliceBytes = Number(form.dataset.sliceBytes || 0);
+  const cancelButton = $("cancel");
   const message = $("message");
   const overall = $("overall");
   const overallText = $("overall-text");
@@ -13,7 +17,7 @@
   const jobPanel = $("job");
   const FINISHED = new Set(["completed", "failed", "cancelled"]);
 
-  let state = null; // {reservationId, submissionId, extendTimer, enqueueKey}
+  let state = null; // {reservationId, submissionId, extendTimer, enqueueKey, resumable}
 
   function show(text, kind = "") {
     message.textContent = text;
@@ -41,6 +45,8 @@
     overallText.textContent = `${done}/${total} files uploaded`;
   }
 
+  const retryDelay = () => Number(form.dataset.retryDelayMs || 500);
+
   async function sendFile(path, formData, row) {
     return withRetries(
       async () => {
@@ -50,13 +56,48 @@
       },
       {
         retries: 3,
-        baseDelay: Number(form.dataset.retryDelayMs || 500),
+        baseDelay: retryDelay(),
         onRetry: (n, delay, err) => {
           row.status.textContent = `retry ${n}/3 in ${delay} ms (${err.status || "network"})`;
         },
       },
     );
   }
+
+  // A large file: a resumable upload (resumable.js), its bar counting the bytes the server
+  // stored; it resumes where the server's bytes end after a lost connection or a 5xx.
+  async function sendResumable(file, row) {
+    const resumable = new Resumable.Upload(file, {
+      sliceBytes,
+      baseDelay: retryDelay(),
+      onProgress: (stored, total) => {
+        row.bar.value = total ? stored / total : 1;
+        row.status.textContent = `uploading: ${Math.floor((100 * stored) / (total || 1))}% stored`;
+      },
+      onRetry: (n, delay, err) => {
+        row.status.textContent = `connection lost (${err.status || "network"}): resuming in ${delay} ms`;
+      },
+    });
+    state.resumable = resumable;
+    cancelButton.hidden = false;
+    try {
+      row.status.textContent = "uploading";
+      return await resumable.send();
+    } finally {
+      state.resumable = null;
+      cancelButton.hidden = true;
+    }
+  }
+
+  // A finished upload becomes the submission's first file (creating it) or one more file.
+  function attachUpload(path, json, row) {
+    row.status.textContent = "attaching";
+    return withRetries(() => request("POST", path, { json }), { retries: 3, baseDelay: retryDelay() });
+  }
+
+  cancelButton.addEventListener("click", () => {
+    if (state && state.resumable) state.resumable.cancel();
+  });
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -70,7 +111,7 @@
     enqueueButton.disabled = true;
     jobPanel.hidden = true;
     fileList.replaceChildren();
-    state = { reservationId: null, submissionId: null, extendTimer: null, enqueueKey: null };
+    state = { reservationId: null, submissionId: null, extendTimer: null, enqueueKey: null, resumable: null };
     const rows = files.map(fileRow);
     setOverall(0, files.length);
 
@@ -85,16 +126,26 @@
       }, 120000);
 
       show("Uploading…");
-      const first = await sendFile("/api/submissions/", () => {
-        const data = new FormData();
-        data.append("files", files[0]);
-        data.append("entrypoint", $("entrypoint").value || "main.py");
-        data.append("config_file", $("config_file").value || "config.yaml");
-        data.append("question_id", $("question_id").value);
-        data.append("skill", $("skill").value);
-        if (metadata) data.append("metadata", metadata);
-        return data;
-      }, rows[0]);
+      const fields = {
+        entrypoint: $("entrypoint").value || "main.py",
+        config_file: $("config_file").value || "config.yaml",
+        question_id: $("question_id").value,
+        skill: $("skill").value,
+      };
+      let first;
+      if (files[0].size > resumableOver) {
+        const json = { upload_id: await sendResumable(files[0], rows[0]), filename: files[0].name, ...fields };
+        if (metadata) json.metadata = JSON.parse(metadata);
+        first = await attachUpload("/api/submissions/", json, rows[0]);
+      } else {
+        first = await sendFile("/api/submissions/", () => {
+          const data = new FormData();
+          data.append("files", files[0]);
+          for (const [name, value] of Object.entries(fields)) data.append(name, value);
+          if (metadata) data.append("metadata", metadata);
+          return data;
+        }, rows[0]);
+      }
       state.submissionId = first.body.submission_id;
       rows[0].status.textContent = "uploaded";
       rows[0].status.className = "ok";
@@ -102,11 +153,16 @@
       setOverall(1, files.length);
 
       for (let i = 1; i < files.length; i++) {
-        await sendFile(`/api/submissions/${state.submissionId}/files/`, () => {
-          const data = new FormData();
-          data.append("file", files[i]);
-          return data;
-        }, rows[i]);
+        const path = `/api/submissions/${state.submissionId}/files/`;
+        if (files[i].size > resumableOver) {
+          await attachUpload(path, { upload_id: await sendResumable(files[i], rows[i]), filename: files[i].name }, rows[i]);
+        } else {
+          await sendFile(path, () => {
+            const data = new FormData();
+            data.append("file", files[i]);
+            return data;
+          }, rows[i]);
+        }
         rows[i].status.textContent = "uploaded";
         rows[i].status.className = "ok";
         rows[i].bar.value = 1;
@@ -117,11 +173,11 @@
     } catch (err) {
       const failed = rows.find((row) => row.status.textContent !== "uploaded" && row.status.className !== "ok");
       if (failed) {
-        failed.status.textContent = "refused";
+        failed.status.textContent = err.cancelled ? "cancelled" : "refused";
         failed.status.className = "error";
         failed.bar.classList.add("refused");
       }
-      show(err instanceof ApiError ? err.message : String(err), "error");
+      show(err instanceof ApiError || err.cancelled ? err.message : String(err), "error");
       await releaseReservation();
       $("start").disabled = false;
     }

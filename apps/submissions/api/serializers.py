@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.core.validators import ProhibitNullCharactersValidator
 from django.urls import reverse
 from rest_framework import serializers
 
@@ -144,11 +145,28 @@ class UploadOutputSerializer(serializers.ModelSerializer[ResumableUpload]):
         return upload.attached_at is not None
 
 
+class FilenameField(serializers.CharField):
+    """A file's name as a field of the body: every rule about it is the name rule's, which the
+    service applies (`invalid_filename`, as for a file part's name), so a NUL or another
+    control character, a blank or an overlong name is refused with that code, never here as
+    `invalid_request`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        kwargs.setdefault("allow_blank", True)
+        super().__init__(**kwargs)
+        self.validators = [
+            validator
+            for validator in self.validators
+            if not isinstance(validator, ProhibitNullCharactersValidator)
+        ]
+
+
 class SubmissionFileAttachInputSerializer(serializers.Serializer[Any]):
     """Attach a finished resumable upload as the file `filename`."""
 
     upload_id = serializers.RegexField(r"^[0-9a-f]{32}$", help_text="A finished upload of yours.")
-    filename = serializers.CharField(max_length=1024, trim_whitespace=False)
+    filename = FilenameField(help_text="The name the upload's file takes.")
 
 
 class MetadataObjectField(MetadataField):
@@ -177,6 +195,4 @@ class SubmissionCreateFromUploadInputSerializer(SubmissionCreateInputSerializer)
         required=False, allow_blank=True, help_text="A JSON object (as text in a form)."
     )
     upload_id = serializers.RegexField(r"^[0-9a-f]{32}$", help_text="A finished upload of yours.")
-    filename = serializers.CharField(
-        max_length=1024, trim_whitespace=False, help_text="The name the upload's file takes."
-    )
+    filename = FilenameField(help_text="The name the upload's file takes.")
