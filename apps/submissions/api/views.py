@@ -149,41 +149,32 @@ class SubmissionListCreateApi(ClosesUploadsMixin, ApiView):
         # A JSON body can only name an upload (files are never sent in JSON).
         sent = request.data
         if not isinstance(sent, QueryDict) or "upload_id" in sent or "filename" in sent:
-            return self._create_from_upload(request)
-        data = self.body(SubmissionCreateInputSerializer)
-        submission = submission_create(
-            user=self.user,
-            uploads=_incoming(request.FILES.getlist("files")),
-            entrypoint=data["entrypoint"],
-            config_file=data["config_file"],
-            metadata=data.get("metadata") or {},
-            question_id=data["question_id"],
-            skill=data["skill"],
-            challenge=data["challenge"],
-            phase=data["phase"],
-            expected_sha256=request.headers.get("X-Content-SHA256"),
-        )
+            data = self.body(SubmissionCreateFromUploadInputSerializer)
+            submission = submission_create_from_upload(
+                upload_id=data["upload_id"],
+                filename=data["filename"],
+                **self._create_fields(request, data),
+            )
+        else:
+            data = self.body(SubmissionCreateInputSerializer)
+            submission = submission_create(**self._create_fields(request, data))
         submission = submission_get(submission_id=submission.pk, user=self.user)
         return self.respond(SubmissionOutputSerializer, submission, status=HTTPStatus.CREATED)
 
-    def _create_from_upload(self, request: Request) -> Response:
-        data = self.body(SubmissionCreateFromUploadInputSerializer)
-        submission = submission_create_from_upload(
-            user=self.user,
-            upload_id=data["upload_id"],
-            filename=data["filename"],
-            uploads=_incoming(request.FILES.getlist("files")),
-            entrypoint=data["entrypoint"],
-            config_file=data["config_file"],
-            metadata=data.get("metadata") or {},
-            question_id=data["question_id"],
-            skill=data["skill"],
-            challenge=data["challenge"],
-            phase=data["phase"],
-            expected_sha256=request.headers.get("X-Content-SHA256"),
-        )
-        submission = submission_get(submission_id=submission.pk, user=self.user)
-        return self.respond(SubmissionOutputSerializer, submission, status=HTTPStatus.CREATED)
+    def _create_fields(self, request: Request, data: dict[str, Any]) -> dict[str, Any]:
+        """What both ways of creating a submission take from the request."""
+        return {
+            "user": self.user,
+            "uploads": _incoming(request.FILES.getlist("files")),
+            "entrypoint": data["entrypoint"],
+            "config_file": data["config_file"],
+            "metadata": data.get("metadata") or {},
+            "question_id": data["question_id"],
+            "skill": data["skill"],
+            "challenge": data["challenge"],
+            "phase": data["phase"],
+            "expected_sha256": request.headers.get("X-Content-SHA256"),
+        }
 
 
 READ_403 = (
