@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apps.grading.isolation.limits import MAX_METRICS_BYTES, PYTHON_FLAGS, Limits
+from apps.grading.isolation.runner import INSIDE_PATH as RUNNER_INSIDE_PATH
+from apps.grading.isolation.runner import runner_command
 
 # Inside-the-sandbox layout.
 INPUT_DIR = "/input"
@@ -46,9 +48,10 @@ _ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Public, harmless files that make the loader and the clock work as on the host.
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 
-# The runner: the sandbox's first process after bubblewrap's PID 1, run by /bin/sh, with the
-# result file's path as its first argument (`metrics.json` of the working folder for a grading)
-# and, second, the output folder to hand back ("" for none).
+# The shell runner, used where the compiled one (`runner.c`, which does the same and reports
+# the same bytes) cannot be built: the sandbox's first process after bubblewrap's PID 1, run
+# by /bin/sh, with the result file's path as its first argument (`metrics.json` of the working
+# folder for a grading) and, second, the output folder to hand back ("" for none).
 #   1. copy the submission's files into the working folder when they come as a read-only
 #      folder at /input (many files; a few come as `--file` copies made by bubblewrap itself);
 #   2. run the program with its stdout joined to stderr (the logs); the runner's own stdout is
@@ -127,6 +130,7 @@ def bwrap_argv(
     output: str = "",
     environment: Mapping[str, str] | None = None,
     readonly_work: bool = False,
+    runner: str | None = None,
 ) -> list[str]:
     """bubblewrap's options that run a new sandbox holding a copy of the submission's files
     (the command is `runner_argv`'s): with `files`, bubblewrap writes them (and `folders`)
@@ -137,8 +141,12 @@ def bwrap_argv(
     folder, checked by `mounts.stage_folders_problem`), a writable `output` folder (a link into
     the sandbox's tmpfs, so it shares `scratch_bytes`) and variables to the environment (the
     fixed ones of `sandbox_env` win). With `readonly_work` the working folder is `input_dir`
-    itself, mounted read-only (nothing is copied; `files` and `folders` are not used)."""
+    itself, mounted read-only (nothing is copied; `files` and `folders` are not used). With
+    `runner` (the compiled runner's host path, see `runner.py`) it is bound read-only at
+    `runner.INSIDE_PATH`."""
     args = [*_NAMESPACES, *_root_filesystem()]
+    if runner is not None:
+        args += ["--ro-bind", runner, RUNNER_INSIDE_PATH]
     for path in readonly_paths:
         args += ["--ro-bind", path, path]
     for inside, host in (mounts or {}).items():
@@ -189,12 +197,15 @@ def runner_argv(
     limits: Limits,
     result: str = "metrics.json",
     export: str = "",
+    compiled: bool = False,
 ) -> list[str]:
     """The sandbox's command: the runner, which runs `python -E -s *program` (see
-    `PYTHON_FLAGS`) in the working folder under the rlimits, set (hard and soft, so they can
-    only be lowered) by util-linux's `prlimit` as it executes the interpreter, then reports
-    the `result` file (relative to the working folder, or absolute inside the sandbox) and,
-    when `export` names the output folder, that folder's files.
+    `PYTHON_FLAGS`) in the working folder under the rlimits, set hard and soft (so they can
+    only be lowered) in the process that executes the interpreter, then reports the `result`
+    file (relative to the working folder, or absolute inside the sandbox) and, when `export`
+    names the output folder, that folder's files. `compiled`: the compiled runner bound by
+    `bwrap_argv(runner=...)` (see `runner.py`); else the shell runner, with util-linux's
+    `prlimit` setting the rlimits.
 
     RLIMIT_NPROC counts the tasks of the sandbox's uid in its own user namespace: the budget
     is the sandbox's alone, whatever else the worker's uid runs on the host."""
@@ -206,6 +217,10 @@ def runner_argv(
         f"--nofile={limits.open_files}",
         "--core=0",
     ]
+    if compiled:
+        return runner_command(
+            result=result, export=export, rlimits=rlimits, program=[python, *PYTHON_FLAGS, *program]
+        )
     return [
         "/bin/sh", "-c", RUNNER, "runner", result, export,
         PRLIMIT, *rlimits, "--", python, *PYTHON_FLAGS, *program,

@@ -1,0 +1,242 @@
+/* The sandbox's runner and a root worker's uid switch, as one small static program (see
+ * runner.py, which builds it, and bubblewrap.py's RUNNER, the shell script it replaces).
+ *
+ *   runner run RESULT EXPORT --cpu=N --as=N --fsize=N --nproc=N --nofile=N --core=N -- ARGV...
+ *       Inside the sandbox, its first process after bubblewrap's PID 1:
+ *       1. copy the read-only /input folder into the working folder when there is one;
+ *       2. run ARGV with its stdout joined to stderr, under the rlimits (hard = soft, set in
+ *          the forked child only, so the runner itself can always report);
+ *       3. kill every other process of the sandbox;
+ *       4. report on stdout exactly as the shell runner does: the exit status (128 + n for a
+ *          fatal signal n), then one letter for RESULT (F regular file and at most
+ *          MAX_METRICS_BYTES + 1 bytes of it, L link, S special file, N none); with EXPORT,
+ *          the letter ends with a line (F with the file's size) and tar's stream of EXPORT
+ *          follows.
+ *
+ *   runner launch UID -- ARGV...
+ *       On the host, for a root worker: become UID (real = effective = saved), gid UID, no
+ *       supplementary groups, no capability in any set (inheritable and ambient cleared too),
+ *       then execute ARGV (bubblewrap). The same as util-linux's
+ *       `setpriv --reuid=UID --regid=UID --clear-groups --inh-caps=-all`.
+ *
+ * Built with -DMAX_METRICS_BYTES=... -DCOPY_FAILED=... -DINPUT_DIR="..." by runner.py. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_LIMITS 8
+
+struct limit {
+    int resource;
+    rlim_t value;
+};
+
+static const struct {
+    const char *name;
+    int resource;
+} LIMIT_NAMES[] = {
+    {"--cpu=", RLIMIT_CPU},     {"--as=", RLIMIT_AS},         {"--fsize=", RLIMIT_FSIZE},
+    {"--nproc=", RLIMIT_NPROC}, {"--nofile=", RLIMIT_NOFILE}, {"--core=", RLIMIT_CORE},
+};
+
+static void fail(const char *what) {
+    fprintf(stderr, "yoyaku runner: %s: %s\n", what, strerror(errno));
+    exit(126);
+}
+
+static void usage(void) {
+    fputs("yoyaku runner: bad arguments\n", stderr);
+    exit(126);
+}
+
+static int write_all(int fd, const char *data, size_t size) {
+    while (size > 0) {
+        ssize_t written = write(fd, data, size);
+        if (written < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        data += written;
+        size -= (size_t)written;
+    }
+    return 0;
+}
+
+static void say(const char *text) { write_all(1, text, strlen(text)); }
+
+static int parse_limit(const char *arg, struct limit *out) {
+    for (size_t i = 0; i < sizeof LIMIT_NAMES / sizeof LIMIT_NAMES[0]; i++) {
+        size_t length = strlen(LIMIT_NAMES[i].name);
+        if (strncmp(arg, LIMIT_NAMES[i].name, length) == 0) {
+            char *end;
+            errno = 0;
+            unsigned long long value = strtoull(arg + length, &end, 10);
+            if (errno || end == arg + length || *end) return -1;
+            out->resource = LIMIT_NAMES[i].resource;
+            out->value = (rlim_t)value;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Run ARGV (searched on PATH as the shell would) and wait for it; its exit status as the shell
+ * reports one, or -1 when it could not be started. `stdout_to_stderr` joins its stdout to
+ * stderr; `limits` are set in the child before it executes. */
+static int run_and_wait(char **argv, int stdout_to_stderr, const struct limit *limits, int count) {
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        if (stdout_to_stderr && dup2(2, 1) < 0) _exit(126);
+        for (int i = 0; i < count; i++) {
+            struct rlimit value = {limits[i].value, limits[i].value};
+            if (setrlimit(limits[i].resource, &value) != 0) {
+                fprintf(stderr, "yoyaku runner: setting a limit: %s\n", strerror(errno));
+                _exit(126);
+            }
+        }
+        execvp(argv[0], argv);
+        fprintf(stderr, "yoyaku runner: %s: %s\n", argv[0], strerror(errno));
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) return -1;
+    }
+    if (!WIFSIGNALED(status)) return WEXITSTATUS(status);
+    /* As the shell says it, in the logs. */
+    int signal = WTERMSIG(status);
+    if (signal != SIGINT && signal != SIGPIPE)
+        fprintf(stderr, "%s%s\n", strsignal(signal), WCOREDUMP(status) ? " (core dumped)" : "");
+    return 128 + signal;
+}
+
+/* The letter for RESULT and, for a regular file, its bytes (at most MAX_METRICS_BYTES + 1);
+ * with `sized`, the letter line of the export report (F with the size, or an empty size when
+ * the file cannot be read, as the shell runner's `wc` reports it). */
+static void report_result(const char *result, int sized) {
+    struct stat status;
+    if (lstat(result, &status) != 0) {
+        say(sized ? "N\n" : "N");
+        return;
+    }
+    if (S_ISLNK(status.st_mode)) {
+        say(sized ? "L\n" : "L");
+        return;
+    }
+    if (!S_ISREG(status.st_mode)) {
+        say(sized ? "S\n" : "S");
+        return;
+    }
+    int fd = open(result, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+        fprintf(stderr, "yoyaku runner: %s: %s\n", result, strerror(errno));
+        say(sized ? "F\n" : "F");
+        if (fd >= 0) close(fd);
+        return;
+    }
+    char line[32];
+    if (sized)
+        snprintf(line, sizeof line, "F%lld\n", (long long)status.st_size);
+    else
+        snprintf(line, sizeof line, "F");
+    say(line);
+    static char buffer[65536];
+    size_t left = (size_t)MAX_METRICS_BYTES + 1;
+    while (left > 0) {
+        ssize_t got = read(fd, buffer, left < sizeof buffer ? left : sizeof buffer);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        if (write_all(1, buffer, (size_t)got) != 0) break;
+        left -= (size_t)got;
+    }
+    close(fd);
+}
+
+static int run(int argc, char **argv) {
+    if (argc < 6) usage();
+    const char *result = argv[2], *export = argv[3];
+    struct limit limits[MAX_LIMITS];
+    int count = 0, i = 4;
+    for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (count == MAX_LIMITS || parse_limit(argv[i], &limits[count++]) != 0) usage();
+    }
+    if (i + 1 >= argc) usage();
+    char **program = argv + i + 1;
+
+    struct stat status;
+    if (stat(INPUT_DIR, &status) == 0 && S_ISDIR(status.st_mode)) {
+        char *copy[] = {"cp", "-R", INPUT_DIR "/.", ".", NULL};
+        if (run_and_wait(copy, 0, NULL, 0) != 0) {
+            fputs("yoyaku: the files do not fit in the sandbox\n", stderr);
+            return COPY_FAILED;
+        }
+    }
+    int rc = run_and_wait(program, 1, limits, count);
+    if (rc < 0) fail("starting the program");
+    kill(-1, SIGKILL);
+    char line[16];
+    snprintf(line, sizeof line, "%d\n", rc);
+    say(line);
+    if (*export) {
+        report_result(result, 1);
+        int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (null >= 0) dup2(null, 2);
+        char *tar[] = {"tar", "-C", (char *)export, "-cf", "-", ".", NULL};
+        execvp(tar[0], tar);
+        return 1;
+    }
+    report_result(result, 0);
+    return 0;
+}
+
+static int launch(int argc, char **argv) {
+    if (argc < 5 || strcmp(argv[3], "--") != 0) usage();
+    char *end;
+    errno = 0;
+    unsigned long id = strtoul(argv[2], &end, 10);
+    if (errno || end == argv[2] || *end || id == 0 || id > 0xfffffffeUL) usage();
+    uid_t uid = (uid_t)id;
+    gid_t gid = (gid_t)id;
+    if (setgroups(0, NULL) != 0) fail("clearing the groups");
+    if (setresgid(gid, gid, gid) != 0) fail("changing the gid");
+    if (setresuid(uid, uid, uid) != 0) fail("changing the uid");
+    /* Leaving uid 0 cleared the permitted, effective and ambient sets; the inheritable set
+     * would survive: clear every set explicitly, and the ambient one again. */
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof data);
+    if (syscall(SYS_capset, &header, data) != 0) fail("clearing the capabilities");
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+        fail("clearing the ambient capabilities");
+    uid_t real, effective, saved;
+    gid_t greal, geffective, gsaved;
+    if (getresuid(&real, &effective, &saved) != 0 || real != uid || effective != uid ||
+        saved != uid || getresgid(&greal, &geffective, &gsaved) != 0 || greal != gid ||
+        geffective != gid || gsaved != gid || getgroups(0, NULL) != 0 || setuid(0) == 0) {
+        errno = EPERM;
+        fail("checking the new identity");
+    }
+    execv(argv[4], argv + 4);
+    fail(argv[4]);
+    return 126;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "run") == 0) return run(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "launch") == 0) return launch(argc, argv);
+    usage();
+    return 126;
+}
