@@ -1,7 +1,8 @@
 """The compiled runner (`apps/grading/isolation/runner.c`) against the shell runner it replaces:
 the same limits, the same report for every kind of result, the same copy of many files and the
-same output folder; its `launch` leaves a root worker's sandbox no privilege on the host; and
-a cache folder that another uid could write is never used."""
+same output folder; unlike the shell, the program cannot reach its memory or its result
+channel; its `launch` leaves a root worker's sandbox no privilege on the host; and a cache
+folder that another uid could write is never used."""
 
 from __future__ import annotations
 
@@ -121,9 +122,11 @@ def test_both_runners_copy_many_files_and_refuse_too_many_bytes(bwrap: str) -> N
     # 2100 bytes, but a page of the 8 MiB tmpfs each: the copy inside fails.
     tiny = {f"data/{n}.txt": "x" for n in range(2100)}
     compiled = _run(bwrap, {"main.py": program, **tiny}, compiled=True)
-    assert compiled.exit_code == 125, compiled
-    assert "yoyaku: the files do not fit in the sandbox" in compiled.logs
-    _same(compiled, _run(bwrap, {"main.py": program, **tiny}, compiled=False))
+    shell = _run(bwrap, {"main.py": program, **tiny}, compiled=False)
+    for outcome in (compiled, shell):  # cp's complaints name whichever files did not fit
+        assert outcome.exit_code == 125, outcome
+        assert outcome.logs.endswith("yoyaku: the files do not fit in the sandbox\n")
+    _same(dataclasses.replace(compiled, logs=""), dataclasses.replace(shell, logs=""))
 
 
 def test_both_runners_hand_the_output_folder_back(bwrap: str) -> None:
@@ -146,6 +149,24 @@ def test_both_runners_hand_the_output_folder_back(bwrap: str) -> None:
             outcomes.append(outcome)
     assert outcomes[0].metrics == b'{"score": 5}'
     _same(*outcomes)
+
+
+TAMPER = """
+import os
+for name, mode in (("mem", "r+b"), ("fd/1", "wb")):
+    try:
+        open(f"/proc/{os.getppid()}/{name}", mode, buffering=0).close()
+        print(name, "opened")
+    except OSError as exc:
+        print(name, "refused", exc.errno)
+"""
+
+
+def test_the_program_cannot_reach_the_compiled_runners_memory_or_channel(bwrap: str) -> None:
+    compiled = _run(bwrap, {"main.py": TAMPER}, compiled=True)
+    assert compiled.logs == "mem refused 13\nfd/1 refused 13\n"
+    # The shell runner's memory is the program's to rewrite (same uid, dumpable).
+    assert "mem opened" in _run(bwrap, {"main.py": TAMPER}, compiled=False).logs
 
 
 def _status_of(argv: list[str]) -> dict[str, str]:

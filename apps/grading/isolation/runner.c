@@ -6,7 +6,8 @@
  *       1. copy the read-only /input folder into the working folder when there is one;
  *       2. run ARGV with its stdout joined to stderr, under the rlimits (hard = soft, set in
  *          the forked child only, so the runner itself can always report);
- *       3. kill every other process of the sandbox;
+ *       3. kill every other process of the sandbox (the runner itself is not dumpable: the
+ *          program, of the same uid, cannot reach its memory or its result channel);
  *       4. report on stdout exactly as the shell runner does: the exit status (128 + n for a
  *          fatal signal n), then one letter for RESULT (F regular file and at most
  *          MAX_METRICS_BYTES + 1 bytes of it, L link, S special file, N none); with EXPORT,
@@ -175,6 +176,10 @@ static int run(int argc, char **argv) {
     }
     if (i + 1 >= argc) usage();
     char **program = argv + i + 1;
+    /* Not dumpable: the program (same uid) can neither write this process's memory through
+     * /proc/<pid>/mem nor open its result channel through /proc/<pid>/fd, so it cannot forge
+     * the report. The program becomes dumpable again when it executes. */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) fail("making the runner not dumpable");
 
     struct stat status;
     if (stat(INPUT_DIR, &status) == 0 && S_ISDIR(status.st_mode)) {
