@@ -18,8 +18,9 @@ Inside, the program sees:
 
 It runs as uid/gid 1000 inside a new user namespace with no capabilities, `no_new_privs`, no
 further user namespaces (`--disable-userns`), in a new session, and dies with the worker
-(`--die-with-parent`). Its PID 1 is bubblewrap's reaper: when it ends — the program exited,
-or the worker killed bubblewrap — the kernel kills every process left in the namespace.
+(`--die-with-parent`). Its PID 1 is the compiled runner (`runner.py`; with the shell runner,
+bubblewrap's reaper): when it ends — the program exited and was reported, or the worker killed
+it — the kernel kills every process left in the namespace.
 """
 
 from __future__ import annotations
@@ -146,7 +147,8 @@ def bwrap_argv(
     `runner.INSIDE_PATH`."""
     args = [*_NAMESPACES, *_root_filesystem()]
     if runner is not None:
-        args += ["--ro-bind", runner, RUNNER_INSIDE_PATH]
+        # The compiled runner is the sandbox's PID 1 and reaps its orphans itself.
+        args += ["--as-pid-1", "--ro-bind", runner, RUNNER_INSIDE_PATH]
     for path in readonly_paths:
         args += ["--ro-bind", path, path]
     for inside, host in (mounts or {}).items():

@@ -2,12 +2,14 @@
  * runner.py, which builds it, and bubblewrap.py's RUNNER, the shell script it replaces).
  *
  *   runner run RESULT EXPORT --cpu=N --as=N --fsize=N --nproc=N --nofile=N --core=N -- ARGV...
- *       Inside the sandbox, its first process after bubblewrap's PID 1:
+ *       Inside the sandbox, as its PID 1 (bubblewrap --as-pid-1: no reaper of bubblewrap's;
+ *       this process reaps every orphan, and the program cannot signal it):
  *       1. copy the read-only /input folder into the working folder when there is one;
  *       2. run ARGV with its stdout joined to stderr, under the rlimits (hard = soft, set in
  *          the forked child only, so the runner itself can always report);
- *       3. kill every other process of the sandbox (the runner itself is not dumpable: the
- *          program, of the same uid, cannot reach its memory or its result channel);
+ *       3. kill every other process of the sandbox and reap them all (the runner itself is
+ *          not dumpable: the program, of the same uid, cannot reach its memory or its result
+ *          channel);
  *       4. report on stdout exactly as the shell runner does: the exit status (128 + n for a
  *          fatal signal n), then one letter for RESULT (F regular file and at most
  *          MAX_METRICS_BYTES + 1 bytes of it, L link, S special file, N none); with EXPORT,
@@ -112,9 +114,12 @@ static int run_and_wait(char **argv, int stdout_to_stderr, const struct limit *l
         fprintf(stderr, "yoyaku runner: %s: %s\n", argv[0], strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);
     }
+    /* As the sandbox's PID 1, every orphan is this process's child: reap them all. */
     int status;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) return -1;
+    for (;;) {
+        pid_t done = waitpid(-1, &status, 0);
+        if (done == pid) break;
+        if (done < 0 && errno != EINTR) return -1;
     }
     if (!WIFSIGNALED(status)) return WEXITSTATUS(status);
     /* As the shell says it, in the logs. */
@@ -192,6 +197,10 @@ static int run(int argc, char **argv) {
     int rc = run_and_wait(program, 1, limits, count);
     if (rc < 0) fail("starting the program");
     kill(-1, SIGKILL);
+    /* Every other process of the sandbox is this one's child (PID 1): once none is left,
+     * nothing can change the result file while it is read. */
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR) {
+    }
     char line[16];
     snprintf(line, sizeof line, "%d\n", rc);
     say(line);
