@@ -7,9 +7,11 @@ folder that another uid could write is never used."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -210,3 +212,19 @@ def test_a_cache_folder_that_is_a_link_is_not_used(temporary_root: Path) -> None
     (temporary_root / f"yoyaku-runner-{os.geteuid()}").symlink_to(temporary_root / "elsewhere")
     assert runner_binary() is None
     assert list((temporary_root / "elsewhere").iterdir()) == []
+
+
+def test_the_time_zone_inside_is_the_hosts(bwrap: str) -> None:
+    """/etc/localtime, a link into /usr on the host, is made again as a link inside."""
+    program = (
+        "import hashlib, os, time\n"
+        "data = open('/etc/localtime', 'rb').read()\n"
+        "print(os.path.realpath('/etc/localtime'), hashlib.sha256(data).hexdigest(), "
+        "time.localtime(0).tm_gmtoff)\n"
+    )
+    host = Path("/etc/localtime")
+    if not host.exists():
+        pytest.skip("this host has no /etc/localtime")
+    outcome = _run(bwrap, {"main.py": program}, compiled=True)
+    expected = f"{os.path.realpath(host)} {hashlib.sha256(host.read_bytes()).hexdigest()}"
+    assert outcome.logs == f"{expected} {time.localtime(0).tm_gmtoff}\n"

@@ -107,7 +107,13 @@ def _root_filesystem() -> list[str]:
         elif path.is_dir():
             args += ["--ro-bind", folder, folder]
     for name in _ETC_FILES:
-        args += ["--ro-bind-try", name, name]
+        # A link into /usr (the time zone, usually) is made again inside: the same file, one
+        # mount fewer (about 0.1 ms each).
+        target = os.path.realpath(name)
+        if os.path.islink(name) and target.startswith("/usr/") and os.path.isfile(target):
+            args += ["--symlink", target, name]
+        else:
+            args += ["--ro-bind-try", name, name]
     return args
 
 

@@ -77,7 +77,21 @@ static int write_all(int fd, const char *data, size_t size) {
     return 0;
 }
 
-static void say(const char *text) { write_all(1, text, strlen(text)); }
+/* The report, written on the result channel in one piece (the worker wakes up once). */
+static char report[MAX_METRICS_BYTES + 64];
+static size_t reported;
+
+static void say(const char *text) {
+    size_t length = strlen(text);
+    if (length > sizeof report - reported) length = sizeof report - reported;
+    memcpy(report + reported, text, length);
+    reported += length;
+}
+
+static void flush(void) {
+    write_all(1, report, reported);
+    reported = 0;
+}
 
 static int parse_limit(const char *arg, struct limit *out) {
     for (size_t i = 0; i < sizeof LIMIT_NAMES / sizeof LIMIT_NAMES[0]; i++) {
@@ -159,13 +173,13 @@ static void report_result(const char *result, int sized) {
     else
         snprintf(line, sizeof line, "F");
     say(line);
-    static char buffer[65536];
     size_t left = (size_t)MAX_METRICS_BYTES + 1;
+    if (left > sizeof report - reported) left = sizeof report - reported;
     while (left > 0) {
-        ssize_t got = read(fd, buffer, left < sizeof buffer ? left : sizeof buffer);
+        ssize_t got = read(fd, report + reported, left);
         if (got < 0 && errno == EINTR) continue;
         if (got <= 0) break;
-        if (write_all(1, buffer, (size_t)got) != 0) break;
+        reported += (size_t)got;
         left -= (size_t)got;
     }
     close(fd);
@@ -206,6 +220,7 @@ static int run(int argc, char **argv) {
     say(line);
     if (*export) {
         report_result(result, 1);
+        flush();
         int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
         if (null >= 0) dup2(null, 2);
         char *tar[] = {"tar", "-C", (char *)export, "-cf", "-", ".", NULL};
@@ -213,6 +228,7 @@ static int run(int argc, char **argv) {
         return 1;
     }
     report_result(result, 0);
+    flush();
     return 0;
 }
 
