@@ -17,8 +17,7 @@ from pathlib import Path
 
 from apps.grading.isolation.limits import Limits, sandbox_host_uid
 from apps.grading.isolation.procmask import proc_mask
-from apps.grading.isolation.run import SETPRIV
-from apps.grading.isolation.runner import INSIDE_PATH, launcher_argv, runner_binary
+from apps.grading.isolation.runner import INSIDE_PATH, SETPRIV, launcher_argv, runner_binary
 from apps.grading.isolation.seccomp import seccomp_fd, seccomp_program
 
 Way = Callable[[], None]
@@ -99,8 +98,8 @@ def breakdown(
             with seccomp_fd() as fd, proc_mask(limits) as mask:
                 # The product's user namespaces: its own, and no more inside (a nested one).
                 options = [*base, *(["--unshare-user", "--disable-userns"] if nested else [])]
-                if bound and compiled is not None:
-                    options += ["--ro-bind", compiled, INSIDE_PATH]
+                if bound and compiled is not None:  # as the product binds it: PID 1
+                    options += ["--as-pid-1", "--ro-bind", compiled, INSIDE_PATH]
                 fds: list[int] = []
                 if filter_:
                     options += ["--seccomp", str(fd)]

@@ -39,6 +39,7 @@ pytestmark = [
 def shell_runner(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("apps.grading.isolation.run.runner_binary", lambda: None)
 
+
 # The forged stream: the report (`0`: exit status, `N`: no result file), then `HEADERS` and one
 # member the scorer would read. The runner's script after the program is replaced by `cat`.
 FORGER = r"""

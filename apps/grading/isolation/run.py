@@ -32,13 +32,12 @@ from apps.grading.isolation.limits import (
 from apps.grading.isolation.metrics_file import read_metrics_file
 from apps.grading.isolation.mounts import InputFiles, input_files, stage_folders_problem
 from apps.grading.isolation.process import Pumped, bubblewrap_started, pump, unisolated_started
-from apps.grading.isolation.runner import COPY_FAILED, launcher_argv, runner_binary
+from apps.grading.isolation.runner import COPY_FAILED, launcher, runner_binary
 from apps.grading.isolation.surface import SeccompUnavailable, sandbox_surface
 
 BUBBLEWRAP = "bubblewrap"
 NONE = "none"
 METRICS_FILE = "metrics.json"
-SETPRIV = "/usr/bin/setpriv"
 # Room for the tar headers of an output folder on top of its bytes.
 SPOOL_MARGIN = 16 * 1024 * 1024
 SCRATCH_TOO_SMALL = "The submission's files do not fit in the sandbox's scratch space."
@@ -216,27 +215,6 @@ class _Folders:
 # --- bubblewrap -------------------------------------------------------------------------------
 
 
-def _launcher(bwrap: str, runner: str | None) -> list[str]:
-    """How bubblewrap is started. No preexec_fn and no `user=`: either makes subprocess fork
-    the whole worker instead of vfork (about 14 ms for a 200 MB worker). A root worker
-    switches uid with the compiled runner (`runner.c`, `launch`) or, without it, util-linux's
-    setpriv; the rlimits are set inside (see `runner_argv`)."""
-    host_uid = sandbox_host_uid()
-    if host_uid is None:
-        return [bwrap]
-    if runner is not None:
-        return launcher_argv(runner, host_uid, bwrap)
-    return [
-        SETPRIV,
-        f"--reuid={host_uid}",
-        f"--regid={host_uid}",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--",
-        bwrap,
-    ]
-
-
 def _run_bubblewrap(
     *,
     bwrap: str,
@@ -276,7 +254,7 @@ def _run_bubblewrap(
         # host file bounded by the scratch space it came from.
         spool = stack.enter_context(tempfile.TemporaryFile()) if folders.collect else None
         with bubblewrap_started(
-            launcher=_launcher(bwrap, runner),
+            launcher=launcher(bwrap, runner),
             options=[*options, *surface.args],
             command=command,
             extra_fds=(*(() if folders.readonly_work else inputs.fds), *surface.fds),
