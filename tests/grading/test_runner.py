@@ -228,3 +228,13 @@ def test_the_time_zone_inside_is_the_hosts(bwrap: str) -> None:
     outcome = _run(bwrap, {"main.py": program}, compiled=True)
     expected = f"{os.path.realpath(host)} {hashlib.sha256(host.read_bytes()).hexdigest()}"
     assert outcome.logs == f"{expected} {time.localtime(0).tm_gmtoff}\n"
+
+
+def test_a_binary_that_cannot_start_is_not_used(temporary_root: Path) -> None:
+    """A temporary folder mounted `noexec` (here: a file that is not the runner) means the
+    shell runner."""
+    assert runner_binary() is not None
+    built = next((temporary_root / f"yoyaku-runner-{os.geteuid()}").iterdir())
+    built.write_bytes(b"#!/bin/false\n")
+    runner_module.runner_binary.cache_clear()
+    assert runner_binary() is None

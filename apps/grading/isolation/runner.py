@@ -106,7 +106,19 @@ def runner_binary() -> str | None:
     target = folder / f"runner-{digest[:20]}"
     if not _trusted_file(target) and not _build(compiler, target):
         return None
-    return str(target) if _trusted_file(target) else None
+    return str(target) if _trusted_file(target) and _starts(target) else None
+
+
+def _starts(binary: Path) -> bool:
+    """The binary runs here (a `noexec` temporary folder would refuse it, on the host and
+    inside the sandbox alike): without arguments it says so and exits 126."""
+    try:
+        done = subprocess.run(  # noqa: S603 - our own binary, no shell
+            [str(binary)], capture_output=True, timeout=30, env={}
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 126 and b"bad arguments" in done.stderr
 
 
 def launcher_argv(binary: str, uid: int, program: str) -> list[str]:
