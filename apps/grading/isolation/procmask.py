@@ -93,8 +93,9 @@ def proc_mask(limits: Limits) -> Iterator[ProcMask]:
                 continue
             fd = os.memfd_create("yoyaku-proc", os.MFD_CLOEXEC)
             fds.append(fd)
-            os.write(fd, text.encode())
-            os.lseek(fd, 0, os.SEEK_SET)
+            if text:  # a new memfd is empty already
+                os.write(fd, text.encode())
+                os.lseek(fd, 0, os.SEEK_SET)
             args += ["--ro-bind-data", str(fd), f"{PROC}/{name}"]
         for name in EMPTY_FOLDERS:
             if _exists(name):
