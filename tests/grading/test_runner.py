@@ -69,6 +69,8 @@ def bwrap() -> str:
             pytest.fail(f"bubblewrap is required here: {probe.reason}")
         pytest.skip(f"no bubblewrap isolation on this machine: {probe.reason}")
     if runner_binary() is None:
+        if os.environ.get("YOYAKU_REQUIRE_BUBBLEWRAP"):
+            pytest.fail("the compiled runner is required here (cc and a static C library)")
         pytest.skip("no C compiler here: only the shell runner runs")
     return probe.bwrap
 
