@@ -195,9 +195,9 @@ def test_launch_leaves_no_uid_group_or_capability_of_root(bwrap: str) -> None:
 @pytest.fixture
 def temporary_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    runner_module.runner_binary.cache_clear()
+    runner_module.forget()
     yield tmp_path
-    runner_module.runner_binary.cache_clear()
+    runner_module.forget()
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o775])
@@ -238,5 +238,14 @@ def test_a_binary_that_cannot_start_is_not_used(temporary_root: Path) -> None:
     assert runner_binary() is not None
     built = next((temporary_root / f"yoyaku-runner-{os.geteuid()}").iterdir())
     built.write_bytes(b"#!/bin/false\n")
-    runner_module.runner_binary.cache_clear()
+    runner_module.forget()
     assert runner_binary() is None
+
+
+def test_a_binary_removed_since_is_built_again(temporary_root: Path) -> None:
+    """A cleaner of the temporary folder may remove it while the worker runs."""
+    binary = runner_binary()
+    assert binary is not None
+    Path(binary).unlink()
+    assert runner_binary() == binary
+    assert Path(binary).is_file()

@@ -19,6 +19,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 from apps.grading.isolation.limits import MAX_METRICS_BYTES, sandbox_host_uid
@@ -93,20 +94,51 @@ def _build(compiler: str, target: Path) -> bool:
 
 
 @functools.lru_cache(maxsize=1)
-def runner_binary() -> str | None:
-    """The host path of the compiled runner, built on first use; None when this host cannot
-    build it (the shell runner is used)."""
+def _compiler_and_name() -> tuple[str, str] | None:
     compiler = shutil.which("cc", path=_COMPILER_PATH)
     if compiler is None or not SOURCE.is_file():
         return None
     digest = hashlib.sha256(SOURCE.read_bytes() + "\0".join(_FLAGS).encode()).hexdigest()
-    folder = _folder()
-    if folder is None:
+    return compiler, f"runner-{digest[:20]}"
+
+
+# Binaries this process saw start, and the ones it could not build or start.
+_started: set[str] = set()
+_failed: set[str] = set()
+_lock = threading.Lock()
+
+
+def runner_binary() -> str | None:
+    """The host path of the compiled runner, built on first use; None when this host cannot
+    build or start it (the shell runner is used). The folder and the file are checked before
+    every use (a few microseconds); one removed since (a cleaner of the temporary folder) is
+    built again."""
+    found = _compiler_and_name()
+    if found is None:
         return None
-    target = folder / f"runner-{digest[:20]}"
-    if not _trusted_file(target) and not _build(compiler, target):
+    compiler, name = found
+    folder = Path(tempfile.gettempdir()) / f"yoyaku-runner-{os.geteuid()}"
+    target = str(folder / name)
+    if target in _failed:
         return None
-    return str(target) if _trusted_file(target) and _starts(target) else None
+    if target in _started and _private_folder(folder) and _trusted_file(Path(target)):
+        return target
+    with _lock:
+        if _folder() != folder:
+            return None
+        built = _trusted_file(Path(target)) or _build(compiler, Path(target))
+        if not (built and _trusted_file(Path(target)) and _starts(Path(target))):
+            _failed.add(target)
+            return None
+        _started.add(target)
+        return target
+
+
+def forget() -> None:
+    """Forget what this process learnt about the compiled runner (for tests)."""
+    _compiler_and_name.cache_clear()
+    _started.clear()
+    _failed.clear()
 
 
 def _starts(binary: Path) -> bool:
