@@ -138,6 +138,7 @@ def bwrap_argv(
     environment: Mapping[str, str] | None = None,
     readonly_work: bool = False,
     runner: str | None = None,
+    staged: Sequence[str] = (),
 ) -> list[str]:
     """bubblewrap's options that run a new sandbox holding a copy of the submission's files
     (the command is `runner_argv`'s): with `files`, bubblewrap writes them (and `folders`)
@@ -150,11 +151,16 @@ def bwrap_argv(
     fixed ones of `sandbox_env` win). With `readonly_work` the working folder is `input_dir`
     itself, mounted read-only (nothing is copied; `files` and `folders` are not used). With
     `runner` (the compiled runner's host path, see `runner.py`) it is bound read-only at
-    `runner.INSIDE_PATH`."""
+    `runner.INSIDE_PATH`; `staged` options (the files of its /proc masks) come before the
+    root is made read-only."""
     args = [*_NAMESPACES, *_root_filesystem()]
     if runner is not None:
-        # The compiled runner is the sandbox's PID 1 and reaps its orphans itself.
-        args += ["--as-pid-1", "--ro-bind", runner, RUNNER_INSIDE_PATH]
+        # The compiled runner is the sandbox's PID 1 and reaps its orphans itself. It holds
+        # CAP_SYS_ADMIN and CAP_SETPCAP (in the sandbox's user namespace) only to bind its
+        # /proc masks, and gives up every capability and loads the seccomp filter before
+        # anything else runs.
+        args += ["--as-pid-1", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
+        args += ["--ro-bind", runner, RUNNER_INSIDE_PATH]
     for path in readonly_paths:
         args += ["--ro-bind", path, path]
     for inside, host in (mounts or {}).items():
@@ -172,7 +178,8 @@ def bwrap_argv(
     for file in files or ():
         args += ["--perms", "0755" if file.executable else "0644"]
         args += ["--file", str(file.fd), f"{WORK_DIR}/{file.path}"]
-    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK_DIR, "--clearenv"]
+    args += [*staged, "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK_DIR]
+    args.append("--clearenv")
     for name, value in sandbox_env(home=WORK_DIR, tmp=TMP_DIR, extra=environment).items():
         args += ["--setenv", name, value]
     return args
@@ -206,14 +213,16 @@ def runner_argv(
     result: str = "metrics.json",
     export: str = "",
     compiled: bool = False,
+    setup: Sequence[str] = (),
 ) -> list[str]:
     """The sandbox's command: the runner, which runs `python -E -s *program` (see
     `PYTHON_FLAGS`) in the working folder under the rlimits, set hard and soft (so they can
     only be lowered) in the process that executes the interpreter, then reports the `result`
     file (relative to the working folder, or absolute inside the sandbox) and, when `export`
     names the output folder, that folder's files. `compiled`: the compiled runner bound by
-    `bwrap_argv(runner=...)` (see `runner.py`); else the shell runner, with util-linux's
-    `prlimit` setting the rlimits.
+    `bwrap_argv(runner=...)` (see `runner.py`), given its `setup` options first (the filter and
+    the masks, `surface.sandbox_surface(by_runner=True)`); else the shell runner, with
+    util-linux's `prlimit` setting the rlimits.
 
     RLIMIT_NPROC counts the tasks of the sandbox's uid in its own user namespace: the budget
     is the sandbox's alone, whatever else the worker's uid runs on the host."""
@@ -227,7 +236,10 @@ def runner_argv(
     ]
     if compiled:
         return runner_command(
-            result=result, export=export, rlimits=rlimits, program=[python, *PYTHON_FLAGS, *program]
+            result=result,
+            export=export,
+            rlimits=[*setup, *rlimits],
+            program=[python, *PYTHON_FLAGS, *program],
         )
     return [
         "/bin/sh", "-c", RUNNER, "runner", result, export,

@@ -9,6 +9,7 @@ sandbox holds (`mounts`, `bubblewrap`, `surface`), the bounds (`limits`), the pr
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import posixpath
 import tempfile
@@ -121,8 +122,12 @@ def run_program(
             bwrap=bwrap,
             runner=runner,
             input_dir=input_dir,
-            command=folders.runner(
-                python=python, program=program, limits=limits, compiled=runner is not None
+            command=functools.partial(
+                folders.runner,
+                python=python,
+                program=program,
+                limits=limits,
+                compiled=runner is not None,
             ),
             limits=limits,
             readonly_paths=readonly_paths,
@@ -177,7 +182,13 @@ class _Folders:
         )
 
     def runner(
-        self, *, python: str, program: Sequence[str], limits: Limits, compiled: bool
+        self,
+        *,
+        python: str,
+        program: Sequence[str],
+        limits: Limits,
+        compiled: bool,
+        setup: Sequence[str],
     ) -> list[str]:
         export = self.output if self.collect is not None else ""
         return runner_argv(
@@ -187,6 +198,7 @@ class _Folders:
             result=self.result,
             export=export,
             compiled=compiled,
+            setup=setup,
         )
 
     def bwrap_options(
@@ -197,6 +209,7 @@ class _Folders:
         readonly_paths: Sequence[str],
         inputs: InputFiles,
         runner: str | None,
+        staged: Sequence[str],
     ) -> list[str]:
         return bwrap_argv(
             input_dir=input_dir,
@@ -209,6 +222,7 @@ class _Folders:
             environment=self.environment,
             readonly_work=self.readonly_work,
             runner=runner,
+            staged=staged,
         )
 
 
@@ -220,7 +234,7 @@ def _run_bubblewrap(
     bwrap: str,
     runner: str | None,
     input_dir: Path,
-    command: list[str],
+    command: Callable[..., list[str]],
     limits: Limits,
     readonly_paths: Sequence[str],
     folders: _Folders,
@@ -229,7 +243,7 @@ def _run_bubblewrap(
 ) -> Outcome:
     with input_files(input_dir) as inputs, contextlib.ExitStack() as stack:
         try:  # the seccomp filter and the /proc masks: no sandbox runs without them
-            surface = stack.enter_context(sandbox_surface(limits))
+            surface = stack.enter_context(sandbox_surface(limits, by_runner=runner is not None))
         except SeccompUnavailable as error:
             return Outcome(
                 exit_code=None, timed_out=False, logs="", wall_seconds=0.0, error=str(error)
@@ -249,6 +263,7 @@ def _run_bubblewrap(
             readonly_paths=readonly_paths,
             inputs=inputs,
             runner=runner,
+            staged=surface.staged,
         )
         # A stage that hands its output folder back sends it on the result channel, kept in a
         # host file bounded by the scratch space it came from.
@@ -256,7 +271,7 @@ def _run_bubblewrap(
         with bubblewrap_started(
             launcher=launcher(bwrap, runner),
             options=[*options, *surface.args],
-            command=command,
+            command=command(setup=surface.runner_args),
             extra_fds=(*(() if folders.readonly_work else inputs.fds), *surface.fds),
         ) as process:
             seen = pump(

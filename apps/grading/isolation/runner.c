@@ -28,18 +28,25 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_LIMITS 8
+#define MAX_MASKS 64
+#define MASKS_DIR "/run/masks"
 
 struct limit {
     int resource;
@@ -185,20 +192,115 @@ static void report_result(const char *result, int sized) {
     close(fd);
 }
 
+/* Bind SOURCE (on the read-only root) over TARGET, read-only. */
+static void bind_read_only(const char *source, const char *target) {
+    struct statvfs status;
+    if (mount(source, target, NULL, MS_BIND, NULL) != 0) fail(target);
+    if (statvfs(target, &status) == 0 && (status.f_flag & ST_RDONLY)) return;
+    unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    if (mount(NULL, target, NULL, flags, NULL) != 0 || statvfs(target, &status) != 0 ||
+        !(status.f_flag & ST_RDONLY))
+        fail(target);
+}
+
+/* The host-wide /proc figures hidden: each NAME of `masks` shows the file bubblewrap wrote at
+ * MASKS_DIR/NAME (slashes as dashes), each of `empties` the empty folder MASKS_DIR/empty. The
+ * mounts are made in a mount namespace of the sandbox's own user namespace (bubblewrap's
+ * nested one cannot mount in the first), which the program then runs in. */
+static void mask_proc(char **masks, int mask_count, char **empties, int empty_count) {
+    if (mask_count + empty_count == 0) return;
+    if (unshare(CLONE_NEWNS) != 0) fail("a mount namespace for the /proc masks");
+    char source[256], target[256];
+    for (int i = 0; i < mask_count + empty_count; i++) {
+        const char *name = i < mask_count ? masks[i] : empties[i - mask_count];
+        if (strstr(name, "..") || name[0] == '/' || strlen(name) > 200) usage();
+        snprintf(target, sizeof target, "/proc/%s", name);
+        if (i < mask_count) {
+            snprintf(source, sizeof source, MASKS_DIR "/%s", name);
+            for (char *c = source + strlen(MASKS_DIR) + 1; *c; c++)
+                if (*c == '/') *c = '-';
+        } else {
+            snprintf(source, sizeof source, MASKS_DIR "/empty");
+        }
+        bind_read_only(source, target);
+    }
+}
+
+/* Give up every capability (bubblewrap lent CAP_SYS_ADMIN and CAP_SETPCAP for the masks):
+ * the bounding set, then every set, ambient included; checked. */
+static void drop_capabilities(void) {
+    for (int cap = 0; cap < 64; cap++) {
+        int held = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+        if (held < 0) break; /* past the kernel's last capability */
+        if (held && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) fail("dropping a capability");
+    }
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof data);
+    if (syscall(SYS_capset, &header, data) != 0) fail("clearing the capabilities");
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+        fail("clearing the ambient capabilities");
+    if (syscall(SYS_capget, &header, data) != 0) fail("reading the capabilities");
+    for (int i = 0; i < 2; i++) {
+        if (data[i].effective || data[i].permitted || data[i].inheritable) {
+            errno = EPERM;
+            fail("a capability is left");
+        }
+    }
+    for (int cap = 0; cap < 64; cap++) {
+        if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1) {
+            errno = EPERM;
+            fail("a capability is left in the bounding set");
+        }
+    }
+}
+
+/* The sandbox's seccomp filter (a BPF program read from FD), as `bwrap --seccomp` loads it. */
+static void load_filter(int fd) {
+    static struct sock_filter program[8192];
+    size_t size = 0;
+    for (;;) {
+        ssize_t got = read(fd, (char *)program + size, sizeof program - size);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) fail("reading the seccomp filter");
+        if (got == 0) break;
+        size += (size_t)got;
+        if (size == sizeof program) fail("reading the seccomp filter");
+    }
+    close(fd);
+    if (size == 0 || size % sizeof program[0]) usage();
+    struct sock_fprog filter = {(unsigned short)(size / sizeof program[0]), program};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("setting no_new_privs");
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter, 0, 0) != 0)
+        fail("loading the seccomp filter");
+}
+
 static int run(int argc, char **argv) {
     if (argc < 6) usage();
     const char *result = argv[2], *export = argv[3];
     struct limit limits[MAX_LIMITS];
-    int count = 0, i = 4;
+    char *masks[MAX_MASKS], *empties[MAX_MASKS];
+    int count = 0, mask_count = 0, empty_count = 0, filter = -1, i = 4;
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
-        if (count == MAX_LIMITS || parse_limit(argv[i], &limits[count++]) != 0) usage();
+        if (strncmp(argv[i], "--mask=", 7) == 0 && mask_count < MAX_MASKS)
+            masks[mask_count++] = argv[i] + 7;
+        else if (strncmp(argv[i], "--empty=", 8) == 0 && empty_count < MAX_MASKS)
+            empties[empty_count++] = argv[i] + 8;
+        else if (strncmp(argv[i], "--seccomp=", 10) == 0 && filter < 0)
+            filter = atoi(argv[i] + 10);
+        else if (count == MAX_LIMITS || parse_limit(argv[i], &limits[count++]) != 0)
+            usage();
     }
-    if (i + 1 >= argc) usage();
+    if (i + 1 >= argc || filter < 0) usage();
     char **program = argv + i + 1;
     /* Not dumpable: the program (same uid) can neither write this process's memory through
      * /proc/<pid>/mem nor open its result channel through /proc/<pid>/fd, so it cannot forge
      * the report. The program becomes dumpable again when it executes. */
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) fail("making the runner not dumpable");
+    /* Before anything else runs: the masks, no capability left, the filter. */
+    mask_proc(masks, mask_count, empties, empty_count);
+    drop_capabilities();
+    load_filter(filter);
 
     struct stat status;
     if (stat(INPUT_DIR, &status) == 0 && S_ISDIR(status.st_mode)) {
