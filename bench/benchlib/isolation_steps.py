@@ -92,23 +92,35 @@ def breakdown(
         command: list[str],
         launcher: list[str],
         nested: bool = True,
-        bound: bool = False,
+        compiled_masks: bool | None = None,
     ) -> Way:
+        """`compiled_masks` None: the command as given; else the compiled runner, which loads
+        the filter, and binds the masks itself when True (bubblewrap does when False)."""
+        by_runner = bool(compiled_masks)
+
         def way() -> None:
-            with seccomp_fd() as fd, proc_mask(limits) as mask:
+            with seccomp_fd() as fd, proc_mask(limits, by_runner=by_runner) as mask:
                 # The product's user namespaces: its own, and no more inside (a nested one).
                 options = [*base, *(["--unshare-user", "--disable-userns"] if nested else [])]
-                if bound and compiled is not None:  # as the product binds it: PID 1
+                argv = command
+                fds: list[int] = [fd] if filter_ else []
+                if compiled_masks is not None and compiled is not None:  # as the product
                     options += ["--as-pid-1", "--ro-bind", compiled, INSIDE_PATH]
-                fds: list[int] = []
-                if filter_:
+                    if by_runner:
+                        options += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
+                    setup = [f"--seccomp={fd}", *mask.runner_args]
+                    argv = [INSIDE_PATH, "run", "metrics.json", "", *setup, *command]
+                elif filter_:
                     options += ["--seccomp", str(fd)]
-                    fds.append(fd)
                 if masks:
                     options += mask.args
                     fds += mask.fds
                 subprocess.run(
-                    [*launcher, bwrap, *options, *command], check=True, env={}, pass_fds=fds
+                    [*launcher, bwrap, *options, *argv],
+                    check=True,
+                    env={},
+                    pass_fds=fds,
+                    stdout=subprocess.DEVNULL,
                 )
 
         return way
@@ -133,22 +145,21 @@ def breakdown(
             ("+ setpriv (root)", run(filter_=True, masks=True, command=command, launcher=setpriv))
         )
     if compiled is not None:
-        # Unlike the shell runner's way above, this one also reports metrics.json (a copy).
-        inside = [INSIDE_PATH, "run", "metrics.json", "", *limits_args, "--", *program]
-        ways.append(
+        # Unlike the shell runner's ways above, these also report metrics.json (a copy).
+        inside = [*limits_args, "--", *program]
+        for name, launch, by_runner in (
+            ("compiled runner instead", setpriv, False),
+            ("+ its own /proc masks", setpriv, True),
             (
-                "compiled runner instead",
-                run(filter_=True, masks=True, command=inside, launcher=setpriv, bound=True),
+                "+ its launch (root)",
+                launcher_argv(compiled, host_uid, bwrap)[:-1] if host_uid is not None else [],
+                True,
+            ),
+        ):
+            way = run(
+                filter_=True, masks=True, command=inside, launcher=launch, compiled_masks=by_runner
             )
-        )
-        if host_uid is not None:
-            launch = launcher_argv(compiled, host_uid, bwrap)[:-1]
-            ways.append(
-                (
-                    "+ its launch (root)",
-                    run(filter_=True, masks=True, command=inside, launcher=launch, bound=True),
-                )
-            )
+            ways.append((name, way))
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in ways}
     for _ in range(rounds):
         for name, way in ways:
