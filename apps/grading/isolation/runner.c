@@ -1,9 +1,14 @@
 /* The sandbox's runner and a root worker's uid switch, as one small static program (see
  * runner.py, which builds it, and bubblewrap.py's RUNNER, the shell script it replaces).
  *
- *   runner run RESULT EXPORT --cpu=N --as=N --fsize=N --nproc=N --nofile=N --core=N -- ARGV...
+ *   runner run RESULT EXPORT --seccomp=FD [--mask=NAME]... [--empty=NAME]...
+ *              --cpu=N --as=N --fsize=N --nproc=N --nofile=N --core=N -- ARGV...
  *       Inside the sandbox, as its PID 1 (bubblewrap --as-pid-1: no reaper of bubblewrap's;
  *       this process reaps every orphan, and the program cannot signal it):
+ *       0. before anything else runs: bind the /proc masks bubblewrap wrote into /run/masks
+ *          (one mount each, read-only, in a mount namespace of its own), give up the two
+ *          capabilities bubblewrap lent for that and every other (all sets checked empty),
+ *          set no_new_privs and load the seccomp filter read from FD;
  *       1. copy the read-only /input folder into the working folder when there is one;
  *       2. run ARGV with its stdout joined to stderr, under the rlimits (hard = soft, set in
  *          the forked child only, so the runner itself can always report);
