@@ -6,7 +6,13 @@ same run, so the figures are ratios against baselines measured seconds apart:
    /usr and /proc bound (the floor for any bubblewrap grader);
 3. isolated: the product's whole per-grading path in `apps.grading.isolation` — a fresh input
    folder, hand-over to the sandbox uid, the full sandbox (read-only root, sized tmpfs, limits,
-   uid switch when root), the runner copying the files in and reporting metrics.json.
+   uid switch when root), the runner copying the files in and reporting metrics.json;
+4. the same with the shell runner (`/bin/sh` + `prlimit` inside, `setpriv` for a root worker),
+   which a host without a C compiler uses, when the compiled runner is in use here.
+
+Each way's median wall time and CPU time (user + system of this process and of every process
+it started, the sandbox's included, per run: far less sensitive to other load on the machine
+than the wall clock) is printed.
 
     python bench/isolation.py [--n 200]
 
@@ -17,19 +23,22 @@ isolated - bare interpreter <= 10 ms per grading.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from apps.grading.isolation import BUBBLEWRAP, Limits, isolation_probe  # noqa: E402
+from apps.grading.isolation import run as isolation_run  # noqa: E402
+from apps.grading.isolation.runner import runner_binary  # noqa: E402
+from bench.benchlib.isolation_steps import cpu_accounting, timed  # noqa: E402
 from bench.benchlib.runs import isolated_run  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
@@ -44,13 +53,20 @@ LIMITS = Limits(
 )
 
 
-def _timed(n: int, run: Callable[[], None]) -> list[float]:
-    samples = []
-    for _ in range(n):
-        started = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - started)
-    return samples
+def _timed(n: int, run: Callable[[], None]) -> list[tuple[float, float]]:
+    """(wall, cpu) seconds of each of `n` runs."""
+    return [timed(run) for _ in range(n)]
+
+
+@contextlib.contextmanager
+def _shell_runner() -> Iterator[None]:
+    """Runs as on a host without a C compiler: the shell runner, prlimit and setpriv."""
+    compiled = getattr(isolation_run, "runner_binary")  # noqa: B009 - swapped back below
+    setattr(isolation_run, "runner_binary", lambda: None)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(isolation_run, "runner_binary", compiled)  # noqa: B010
 
 
 def main() -> int:
@@ -60,6 +76,7 @@ def main() -> int:
         "--breakdown", action="store_true", help="each piece's cost over bare bubblewrap"
     )
     args, _ = parser.parse_known_args()
+    cpu_accounting()
     probe = isolation_probe(PYTHON)
     if probe.isolation != BUBBLEWRAP or probe.bwrap is None:
         print(f"no bubblewrap isolation here: {probe.reason}")
@@ -92,31 +109,54 @@ def main() -> int:
             if outcome.exit_code != 0 or outcome.metrics is None:
                 raise RuntimeError(f"isolated run failed: {outcome}")
 
+        def isolated_shell() -> None:
+            with _shell_runner():
+                isolated()
+
         if args.breakdown:
             return _breakdown(bwrap, bare_bwrap_argv[1:-4], folder, max(1, args.n // 10))
-        for run in (bare, bare_bubblewrap, isolated):  # warm the page cache
+        ways = {"bare": bare, "bwrap": bare_bubblewrap, "isolated": isolated}
+        if runner_binary() is not None:
+            ways["shell"] = isolated_shell
+        for run in ways.values():  # warm the page cache
             _timed(3, run)
-        rounds: dict[str, list[float]] = {"bare": [], "bwrap": [], "isolated": []}
-        # Interleaved in rounds of 10 so that a slow spell of the machine hits all three.
+        rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
+        # Interleaved in rounds of 10 so that a slow spell of the machine hits every way.
         for _ in range(max(1, args.n // 10)):
-            rounds["bare"] += _timed(10, bare)
-            rounds["bwrap"] += _timed(10, bare_bubblewrap)
-            rounds["isolated"] += _timed(10, isolated)
+            for name, run in ways.items():
+                rounds[name] += _timed(10, run)
+    _print(rounds)
+    return 0
 
-    median = {name: statistics.median(samples) for name, samples in rounds.items()}
+
+def _print(rounds: dict[str, list[tuple[float, float]]]) -> None:
+    median = {name: statistics.median(w for w, _ in samples) for name, samples in rounds.items()}
+    cpu = {name: statistics.median(c for _, c in samples) for name, samples in rounds.items()}
     root = "root (uid switch)" if os.geteuid() == 0 else f"uid {os.getuid()}"
     print(f"n={len(rounds['bare'])} per way, sequential, worker {root}, {PYTHON}")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name, label in (
         ("bare", "bare python3 -I"),
         ("bwrap", "bare bwrap + python3 -I"),
         ("isolated", "isolated grading run"),
+        ("shell", "isolated, shell runner"),
     ):
-        print(f"{label:28s} median {median[name] * 1000:6.1f} ms  {1 / median[name]:6.1f} runs/s")
+        if name in median:
+            print(
+                f"{label:28s} median {median[name] * 1000:6.1f} ms  {1 / median[name]:6.1f} "
+                f"runs/s  cpu {cpu[name] * 1000:6.1f} ms"
+            )
     ratio = median["bwrap"] / median["isolated"]
     added = (median["isolated"] - median["bare"]) * 1000
     print(f"isolated / bare bwrap (runs/s): {ratio:6.1%}  (target >= 80 %)")
     print(f"isolation cost over bare interpreter: {added:5.1f} ms per grading  (target <= 10 ms)")
-    return 0
+    cpu_ratio = cpu["bwrap"] / cpu["isolated"]
+    cpu_added = (cpu["isolated"] - cpu["bare"]) * 1000
+    print(f"cpu: isolated / bare bwrap {cpu_ratio:6.1%}, over bare interpreter {cpu_added:5.1f} ms")
+    if "shell" in median:
+        saved = (median["shell"] - median["isolated"]) * 1000
+        cpu_saved = (cpu["shell"] - cpu["isolated"]) * 1000
+        print(f"compiled runner saves {saved:5.1f} ms wall, {cpu_saved:5.1f} ms cpu per grading")
 
 
 def _breakdown(bwrap: str, base: list[str], folder: Path, rounds: int) -> int:
@@ -129,10 +169,13 @@ def _breakdown(bwrap: str, base: list[str], folder: Path, rounds: int) -> int:
         bwrap=bwrap, base=base, python=PYTHON, folder=folder, limits=LIMITS, rounds=rounds
     )
     print(f"n={rounds * 5} per way, interleaved; load {os.getloadavg()[0]:.1f}")
-    before = steps[0][1]
-    for name, median in steps:
-        print(f"{name:24s} median {median * 1000:6.1f} ms  (+{(median - before) * 1000:5.1f} ms)")
-        before = median
+    before, before_cpu = steps[0][1], steps[0][2]
+    for name, median, cpu in steps:
+        print(
+            f"{name:24s} median {median * 1000:6.1f} ms  (+{(median - before) * 1000:5.1f} ms)"
+            f"  cpu {cpu * 1000:6.1f} ms  (+{(cpu - before_cpu) * 1000:5.1f} ms)"
+        )
+        before, before_cpu = median, cpu
     return 0
 
 

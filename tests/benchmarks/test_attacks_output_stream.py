@@ -10,7 +10,11 @@ headers was a RecursionError in the worker, which made the grading a platform fa
 was read whole into the worker's memory; a 20-digit exit status overflowed the attempt's
 `exit_code` column when the result was written (the task raised, the lease ran out, and after
 GRADING_MAX_ATTEMPTS the worker was "lost": refunded). Now the stream is read as uploads are,
-a status is only 0-255, and a forged report is the participant's own failure, counted."""
+a status is only 0-255, and a forged report is the participant's own failure, counted.
+
+These programs run under the shell runner, which a host without a C compiler uses: the compiled
+runner (`apps/grading/isolation/runner.c`) is not dumpable, so its memory is out of the
+program's reach (`tests/grading/test_runner.py`); the worker reads either's report as hostile."""
 
 from __future__ import annotations
 
@@ -25,7 +29,16 @@ from tests.benchmarks.scoring import apply_bundle, graded, host_user, phase_draf
 from tests.factories.submissions import add_file
 from tests.grading.conftest import sandbox_settings  # noqa: F401 - the fixture
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sandbox_settings")]
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.usefixtures("sandbox_settings", "shell_runner"),
+]
+
+
+@pytest.fixture
+def shell_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("apps.grading.isolation.run.runner_binary", lambda: None)
+
 
 # The forged stream: the report (`0`: exit status, `N`: no result file), then `HEADERS` and one
 # member the scorer would read. The runner's script after the program is replaced by `cat`.

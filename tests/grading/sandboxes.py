@@ -73,8 +73,8 @@ def pid_namespace(pid: int) -> str | None:
 
 def sandbox_processes(root: int) -> list[int]:
     """Live host processes below `root` that belong to a sandbox: bubblewrap itself (or the
-    setpriv starting it) and everything in another PID namespace. Other children of the test
-    process (a browser, a live server) are not counted."""
+    setpriv or compiled runner starting it) and everything in another PID namespace. Other
+    children of the test process (a browser, a live server) are not counted."""
     own = pid_namespace(root)
     found = []
     for pid in descendants(root):
@@ -82,6 +82,7 @@ def sandbox_processes(root: int) -> list[int]:
             exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
         except OSError:
             exe = ""
-        if exe in ("bwrap", "setpriv") or pid_namespace(pid) not in (own, None):
+        starter = exe in ("bwrap", "setpriv") or exe.startswith("runner-")
+        if starter or pid_namespace(pid) not in (own, None):
             found.append(pid)
     return found

@@ -18,8 +18,9 @@ Inside, the program sees:
 
 It runs as uid/gid 1000 inside a new user namespace with no capabilities, `no_new_privs`, no
 further user namespaces (`--disable-userns`), in a new session, and dies with the worker
-(`--die-with-parent`). Its PID 1 is bubblewrap's reaper: when it ends — the program exited,
-or the worker killed bubblewrap — the kernel kills every process left in the namespace.
+(`--die-with-parent`). Its PID 1 is the compiled runner (`runner.py`; with the shell runner,
+bubblewrap's reaper): when it ends — the program exited and was reported, or the worker killed
+it — the kernel kills every process left in the namespace.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apps.grading.isolation.limits import MAX_METRICS_BYTES, PYTHON_FLAGS, Limits
+from apps.grading.isolation.runner import INSIDE_PATH as RUNNER_INSIDE_PATH
+from apps.grading.isolation.runner import runner_command
 
 # Inside-the-sandbox layout.
 INPUT_DIR = "/input"
@@ -46,9 +49,10 @@ _ROOT_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Public, harmless files that make the loader and the clock work as on the host.
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 
-# The runner: the sandbox's first process after bubblewrap's PID 1, run by /bin/sh, with the
-# result file's path as its first argument (`metrics.json` of the working folder for a grading)
-# and, second, the output folder to hand back ("" for none).
+# The shell runner, used where the compiled one (`runner.c`, which does the same and reports
+# the same bytes) cannot be built: the sandbox's first process after bubblewrap's PID 1, run
+# by /bin/sh, with the result file's path as its first argument (`metrics.json` of the working
+# folder for a grading) and, second, the output folder to hand back ("" for none).
 #   1. copy the submission's files into the working folder when they come as a read-only
 #      folder at /input (many files; a few come as `--file` copies made by bubblewrap itself);
 #   2. run the program with its stdout joined to stderr (the logs); the runner's own stdout is
@@ -103,7 +107,13 @@ def _root_filesystem() -> list[str]:
         elif path.is_dir():
             args += ["--ro-bind", folder, folder]
     for name in _ETC_FILES:
-        args += ["--ro-bind-try", name, name]
+        # A link into /usr (the time zone, usually) is made again inside: the same file, one
+        # mount fewer (about 0.1 ms each).
+        target = os.path.realpath(name)
+        if os.path.islink(name) and target.startswith("/usr/") and os.path.isfile(target):
+            args += ["--symlink", target, name]
+        else:
+            args += ["--ro-bind-try", name, name]
     return args
 
 
@@ -127,6 +137,8 @@ def bwrap_argv(
     output: str = "",
     environment: Mapping[str, str] | None = None,
     readonly_work: bool = False,
+    runner: str | None = None,
+    staged: Sequence[str] = (),
 ) -> list[str]:
     """bubblewrap's options that run a new sandbox holding a copy of the submission's files
     (the command is `runner_argv`'s): with `files`, bubblewrap writes them (and `folders`)
@@ -137,8 +149,18 @@ def bwrap_argv(
     folder, checked by `mounts.stage_folders_problem`), a writable `output` folder (a link into
     the sandbox's tmpfs, so it shares `scratch_bytes`) and variables to the environment (the
     fixed ones of `sandbox_env` win). With `readonly_work` the working folder is `input_dir`
-    itself, mounted read-only (nothing is copied; `files` and `folders` are not used)."""
+    itself, mounted read-only (nothing is copied; `files` and `folders` are not used). With
+    `runner` (the compiled runner's host path, see `runner.py`) it is bound read-only at
+    `runner.INSIDE_PATH`; `staged` options (the files of its /proc masks) come before the
+    root is made read-only."""
     args = [*_NAMESPACES, *_root_filesystem()]
+    if runner is not None:
+        # The compiled runner is the sandbox's PID 1 and reaps its orphans itself. It holds
+        # CAP_SYS_ADMIN and CAP_SETPCAP (in the sandbox's user namespace) only to bind its
+        # /proc masks, and gives up every capability and loads the seccomp filter before
+        # anything else runs.
+        args += ["--as-pid-1", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
+        args += ["--ro-bind", runner, RUNNER_INSIDE_PATH]
     for path in readonly_paths:
         args += ["--ro-bind", path, path]
     for inside, host in (mounts or {}).items():
@@ -156,7 +178,8 @@ def bwrap_argv(
     for file in files or ():
         args += ["--perms", "0755" if file.executable else "0644"]
         args += ["--file", str(file.fd), f"{WORK_DIR}/{file.path}"]
-    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK_DIR, "--clearenv"]
+    args += [*staged, "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK_DIR]
+    args.append("--clearenv")
     for name, value in sandbox_env(home=WORK_DIR, tmp=TMP_DIR, extra=environment).items():
         args += ["--setenv", name, value]
     return args
@@ -189,12 +212,17 @@ def runner_argv(
     limits: Limits,
     result: str = "metrics.json",
     export: str = "",
+    compiled: bool = False,
+    setup: Sequence[str] = (),
 ) -> list[str]:
     """The sandbox's command: the runner, which runs `python -E -s *program` (see
-    `PYTHON_FLAGS`) in the working folder under the rlimits, set (hard and soft, so they can
-    only be lowered) by util-linux's `prlimit` as it executes the interpreter, then reports
-    the `result` file (relative to the working folder, or absolute inside the sandbox) and,
-    when `export` names the output folder, that folder's files.
+    `PYTHON_FLAGS`) in the working folder under the rlimits, set hard and soft (so they can
+    only be lowered) in the process that executes the interpreter, then reports the `result`
+    file (relative to the working folder, or absolute inside the sandbox) and, when `export`
+    names the output folder, that folder's files. `compiled`: the compiled runner bound by
+    `bwrap_argv(runner=...)` (see `runner.py`), given its `setup` options first (the filter and
+    the masks, `surface.sandbox_surface(by_runner=True)`); else the shell runner, with
+    util-linux's `prlimit` setting the rlimits.
 
     RLIMIT_NPROC counts the tasks of the sandbox's uid in its own user namespace: the budget
     is the sandbox's alone, whatever else the worker's uid runs on the host."""
@@ -206,6 +234,13 @@ def runner_argv(
         f"--nofile={limits.open_files}",
         "--core=0",
     ]
+    if compiled:
+        return runner_command(
+            result=result,
+            export=export,
+            rlimits=[*setup, *rlimits],
+            program=[python, *PYTHON_FLAGS, *program],
+        )
     return [
         "/bin/sh", "-c", RUNNER, "runner", result, export,
         PRLIMIT, *rlimits, "--", python, *PYTHON_FLAGS, *program,

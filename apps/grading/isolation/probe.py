@@ -11,6 +11,7 @@ from pathlib import Path
 from apps.grading.isolation.bubblewrap import bwrap_path
 from apps.grading.isolation.limits import Limits
 from apps.grading.isolation.run import BUBBLEWRAP, NONE, run_program
+from apps.grading.isolation.runner import runner_binary
 from apps.grading.isolation.scratch import input_folder, input_folder_hand_over
 from apps.grading.isolation.seccomp import seccomp_problem
 
@@ -38,11 +39,13 @@ _SANDBOX_OWN = (
 @dataclass(frozen=True)
 class Probe:
     """`isolation` is `bubblewrap` when a program ran in a sandbox here, else `none` with the
-    reason."""
+    reason; `runner` says which runner the sandbox starts (`compiled` or `shell`, see
+    `runner.py`)."""
 
     isolation: str
     reason: str = ""
     bwrap: str | None = None
+    runner: str = ""
 
 
 def interpreter_problem(python: str, readonly_paths: Sequence[str]) -> str | None:
@@ -95,7 +98,7 @@ def isolation_probe(python: str, readonly_paths: tuple[str, ...] = ()) -> Probe:
             bwrap=bwrap,
         )
     if outcome.exit_code == 0 and outcome.metrics == b'{"score": 1}':
-        return Probe(BUBBLEWRAP, bwrap=bwrap)
+        return Probe(BUBBLEWRAP, bwrap=bwrap, runner="compiled" if runner_binary() else "shell")
     detail = (outcome.error or outcome.logs).strip().splitlines()
     return Probe(
         NONE,

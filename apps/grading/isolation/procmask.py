@@ -66,12 +66,21 @@ def fixed_contents(limits: Limits, *, cpus: int) -> dict[str, str]:
     }
 
 
+# Where bubblewrap writes the masks' files for the compiled runner (`runner.c`), which binds
+# them over /proc itself, in one mount each (bubblewrap's own binds re-read the whole mount
+# table each time: about 0.1 ms a mask).
+MASKS_DIR = "/run/masks"
+
+
 @dataclass(frozen=True)
 class ProcMask:
-    """bubblewrap options (after `--proc /proc`) and the descriptors they name."""
+    """bubblewrap options (after `--proc /proc`, or with `by_runner` before the root is made
+    read-only), the descriptors they name, and with `by_runner` the compiled runner's options
+    (`--mask=NAME`, `--empty=NAME`)."""
 
     args: list[str]
     fds: list[int]
+    runner_args: list[str]
 
 
 def _exists(name: str) -> bool:
@@ -79,13 +88,16 @@ def _exists(name: str) -> bool:
 
 
 @contextlib.contextmanager
-def proc_mask(limits: Limits) -> Iterator[ProcMask]:
+def proc_mask(limits: Limits, *, by_runner: bool = False) -> Iterator[ProcMask]:
     """The options that mask host-wide `/proc` files in a new sandbox; the descriptors holding
-    the replacement contents (`--ro-bind-data FD`) are closed on exit."""
+    the replacement contents are closed on exit. bubblewrap binds them itself
+    (`--ro-bind-data FD`, read-only tmpfs folders), or with `by_runner` writes them into
+    `MASKS_DIR` of the read-only root for the compiled runner to bind."""
     cpus = len(os.sched_getaffinity(0))
     replacements = fixed_contents(limits, cpus=cpus)
     replacements |= dict.fromkeys(EMPTY_FILES, "")
     args: list[str] = []
+    runner_args: list[str] = []
     fds: list[int] = []
     try:
         for name, text in replacements.items():
@@ -93,14 +105,25 @@ def proc_mask(limits: Limits) -> Iterator[ProcMask]:
                 continue
             fd = os.memfd_create("yoyaku-proc", os.MFD_CLOEXEC)
             fds.append(fd)
-            os.write(fd, text.encode())
-            os.lseek(fd, 0, os.SEEK_SET)
-            args += ["--ro-bind-data", str(fd), f"{PROC}/{name}"]
-        for name in EMPTY_FOLDERS:
-            if _exists(name):
-                args += ["--size", "4096", "--tmpfs", f"{PROC}/{name}"]
-                args += ["--remount-ro", f"{PROC}/{name}"]
-        yield ProcMask(args, fds)
+            if text:  # a new memfd is empty already
+                os.write(fd, text.encode())
+                os.lseek(fd, 0, os.SEEK_SET)
+            if by_runner:
+                flat = name.replace("/", "-")
+                args += ["--perms", "0444", "--file", str(fd), f"{MASKS_DIR}/{flat}"]
+                runner_args.append(f"--mask={name}")
+            else:
+                args += ["--ro-bind-data", str(fd), f"{PROC}/{name}"]
+        folders = [name for name in EMPTY_FOLDERS if _exists(name)]
+        if by_runner and folders:
+            args += ["--dir", f"{MASKS_DIR}/empty"]
+            runner_args += [f"--empty={name}" for name in folders]
+        for name in [] if by_runner else folders:
+            args += ["--size", "4096", "--tmpfs", f"{PROC}/{name}"]
+            args += ["--remount-ro", f"{PROC}/{name}"]
+        if by_runner and args:
+            args = ["--dir", MASKS_DIR, *args]
+        yield ProcMask(args, fds, runner_args)
     finally:
         for fd in fds:
             os.close(fd)

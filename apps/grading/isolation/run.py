@@ -9,6 +9,7 @@ sandbox holds (`mounts`, `bubblewrap`, `surface`), the bounds (`limits`), the pr
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import posixpath
 import tempfile
@@ -32,14 +33,12 @@ from apps.grading.isolation.limits import (
 from apps.grading.isolation.metrics_file import read_metrics_file
 from apps.grading.isolation.mounts import InputFiles, input_files, stage_folders_problem
 from apps.grading.isolation.process import Pumped, bubblewrap_started, pump, unisolated_started
+from apps.grading.isolation.runner import COPY_FAILED, launcher, runner_binary
 from apps.grading.isolation.surface import SeccompUnavailable, sandbox_surface
 
 BUBBLEWRAP = "bubblewrap"
 NONE = "none"
 METRICS_FILE = "metrics.json"
-# The runner's exit status when the files could not be copied in (scratch too small).
-COPY_FAILED = 125
-SETPRIV = "/usr/bin/setpriv"
 # Room for the tar headers of an output folder on top of its bytes.
 SPOOL_MARGIN = 16 * 1024 * 1024
 SCRATCH_TOO_SMALL = "The submission's files do not fit in the sandbox's scratch space."
@@ -118,10 +117,18 @@ def run_program(
     if isolation == BUBBLEWRAP:
         if bwrap is None:
             raise ValueError("isolation='bubblewrap' needs the bwrap binary's path")
+        runner = runner_binary()
         return _run_bubblewrap(
             bwrap=bwrap,
+            runner=runner,
             input_dir=input_dir,
-            command=folders.runner(python=python, program=program, limits=limits),
+            command=functools.partial(
+                folders.runner,
+                python=python,
+                program=program,
+                limits=limits,
+                compiled=runner is not None,
+            ),
             limits=limits,
             readonly_paths=readonly_paths,
             folders=folders,
@@ -174,14 +181,35 @@ class _Folders:
             readonly_paths=readonly_paths,
         )
 
-    def runner(self, *, python: str, program: Sequence[str], limits: Limits) -> list[str]:
+    def runner(
+        self,
+        *,
+        python: str,
+        program: Sequence[str],
+        limits: Limits,
+        compiled: bool,
+        setup: Sequence[str],
+    ) -> list[str]:
         export = self.output if self.collect is not None else ""
         return runner_argv(
-            python=python, program=program, limits=limits, result=self.result, export=export
+            python=python,
+            program=program,
+            limits=limits,
+            result=self.result,
+            export=export,
+            compiled=compiled,
+            setup=setup,
         )
 
     def bwrap_options(
-        self, *, input_dir: Path, limits: Limits, readonly_paths: Sequence[str], inputs: InputFiles
+        self,
+        *,
+        input_dir: Path,
+        limits: Limits,
+        readonly_paths: Sequence[str],
+        inputs: InputFiles,
+        runner: str | None,
+        staged: Sequence[str],
     ) -> list[str]:
         return bwrap_argv(
             input_dir=input_dir,
@@ -193,36 +221,20 @@ class _Folders:
             output=self.output,
             environment=self.environment,
             readonly_work=self.readonly_work,
+            runner=runner,
+            staged=staged,
         )
 
 
 # --- bubblewrap -------------------------------------------------------------------------------
 
 
-def _launcher(bwrap: str) -> list[str]:
-    """How bubblewrap is started. No preexec_fn and no `user=`: either makes subprocess fork
-    the whole worker instead of vfork (about 14 ms for a 200 MB worker). A root worker
-    switches uid with util-linux's setpriv instead; the rlimits are set inside (see
-    `runner_argv`)."""
-    host_uid = sandbox_host_uid()
-    if host_uid is None:
-        return [bwrap]
-    return [
-        SETPRIV,
-        f"--reuid={host_uid}",
-        f"--regid={host_uid}",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--",
-        bwrap,
-    ]
-
-
 def _run_bubblewrap(
     *,
     bwrap: str,
+    runner: str | None,
     input_dir: Path,
-    command: list[str],
+    command: Callable[..., list[str]],
     limits: Limits,
     readonly_paths: Sequence[str],
     folders: _Folders,
@@ -231,7 +243,7 @@ def _run_bubblewrap(
 ) -> Outcome:
     with input_files(input_dir) as inputs, contextlib.ExitStack() as stack:
         try:  # the seccomp filter and the /proc masks: no sandbox runs without them
-            surface = stack.enter_context(sandbox_surface(limits))
+            surface = stack.enter_context(sandbox_surface(limits, by_runner=runner is not None))
         except SeccompUnavailable as error:
             return Outcome(
                 exit_code=None, timed_out=False, logs="", wall_seconds=0.0, error=str(error)
@@ -246,15 +258,20 @@ def _run_bubblewrap(
                 limit=SCRATCH,
             )
         options = folders.bwrap_options(
-            input_dir=input_dir, limits=limits, readonly_paths=readonly_paths, inputs=inputs
+            input_dir=input_dir,
+            limits=limits,
+            readonly_paths=readonly_paths,
+            inputs=inputs,
+            runner=runner,
+            staged=surface.staged,
         )
         # A stage that hands its output folder back sends it on the result channel, kept in a
         # host file bounded by the scratch space it came from.
         spool = stack.enter_context(tempfile.TemporaryFile()) if folders.collect else None
         with bubblewrap_started(
-            launcher=_launcher(bwrap),
+            launcher=launcher(bwrap, runner),
             options=[*options, *surface.args],
-            command=command,
+            command=command(setup=surface.runner_args),
             extra_fds=(*(() if folders.readonly_work else inputs.fds), *surface.fds),
         ) as process:
             seen = pump(
