@@ -135,8 +135,8 @@ def _participant_answers(pat: User, submission_id: str) -> list[tuple[str, int, 
         response = client.get(path)
         answers.append((path, response.status_code, _text(response)))
     for tail in ("retry/", "cancel/"):
-        response = api.post(RESCORE.format(slug="digits", tail=tail))
-        answers.append((tail, response.status_code, _text(response)))
+        refused = api.post(RESCORE.format(slug="digits", tail=tail))
+        answers.append((tail, refused.status_code, _text(refused)))
     return answers
 
 

@@ -113,12 +113,13 @@ def test_one_upload_attached_to_two_drafts_at_once_becomes_one_file(settings: An
     for _ in range(rounds):
         upload = _finished(user, data)
         drafts = [make_submission(owner=user, files=()) for _ in range(2)]
-        outcomes = run_concurrently(
-            lambda i, u=upload, d=drafts: submission_file_attach(
-                user=user, submission_id=d[i].pk, upload_id=u.pk, filename="main.py"
-            ),
-            2,
-        )
+
+        def attach(index: int, u: ResumableUpload = upload, d: list[Any] = drafts) -> object:
+            return submission_file_attach(
+                user=user, submission_id=d[index].pk, upload_id=u.pk, filename="main.py"
+            )
+
+        outcomes = run_concurrently(attach, 2)
         assert sum(outcome.ok for outcome in outcomes) == 1
         assert all(isinstance(o.error, UploadAttached) for o in outcomes if not o.ok)
         [file] = SubmissionFile.objects.filter(storage_name=upload.storage_key)
