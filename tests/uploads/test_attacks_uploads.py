@@ -26,6 +26,7 @@ from apps.submissions.resumable import store
 from tests.benchmarks.bundles import grant_add_challenge
 from tests.factories.submissions import make_submission
 from tests.uploads.requests import send
+from yoyaku_client.errors import QuotaError, error_from_body
 
 pytestmark = pytest.mark.django_db
 
@@ -323,6 +324,8 @@ def test_empty_uploads_cannot_pile_up_without_end(user_client: APIClient, settin
     refused = send(user_client, "POST", "/api/uploads/", headers={"Upload-Complete": "?1", **V8})
     assert refused.status_code == HTTPStatus.TOO_MANY_REQUESTS
     assert refused.json()["code"] == "too_many_uploads"
+    # The client takes it as a quota refusal: never retried, exit code 4.
+    assert isinstance(error_from_body(refused.status_code, refused.json()), QuotaError)
     tus = send(user_client, "POST", "/api/uploads/", headers={**TUS, "Upload-Length": "1"})
     assert tus.status_code == HTTPStatus.TOO_MANY_REQUESTS
     assert ResumableUpload.objects.count() == 5
