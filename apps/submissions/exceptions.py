@@ -86,6 +86,12 @@ class UploadAttached(DomainError):
     default_message = "The upload's bytes already became a file or a bundle."
 
 
+class TooManyUploads(DomainError):
+    code = "too_many_uploads"
+    http_status = HTTPStatus.TOO_MANY_REQUESTS
+    default_message = "Too many open uploads (UPLOAD_MAX_OPEN_PER_USER)."
+
+
 class UploadTooLarge(DomainError):
     code = "upload_too_large"
     http_status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE

@@ -34,6 +34,7 @@ QUOTA_CODES = frozenset(
         "cost_limit_exceeded",
         "storage_quota_exceeded",
         "too_many_lives",
+        "too_many_uploads",
         "phase_limit_exceeded",
     }
 )

@@ -70,6 +70,9 @@ STORED_ORPHAN_GRACE_MINUTES = env_number("STORED_ORPHAN_GRACE_MINUTES", 60)
 MAX_RESUMABLE_UPLOAD_SIZE = int(env_number("MAX_RESUMABLE_UPLOAD_SIZE", 5 * 1024**3))
 # Hours after its last byte an upload not attached expires (cleanup kind `uploads`).
 UPLOAD_EXPIRY_HOURS = env_number("UPLOAD_EXPIRY_HOURS", 24)
+# Uploads one user may hold open at once (neither attached nor expired); one more is 429
+# `too_many_uploads`. Each holds a row and a file until it expires, whatever its size.
+UPLOAD_MAX_OPEN_PER_USER = int(env_number("UPLOAD_MAX_OPEN_PER_USER", 1000))
 # Seconds an append claim lasts without news from its writer (a killed web process's claim
 # lapses after this); a writer renews it at every checkpoint.
 UPLOAD_WRITE_LEASE_SECONDS = env_number("UPLOAD_WRITE_LEASE_SECONDS", 60)

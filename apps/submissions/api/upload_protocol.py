@@ -115,7 +115,9 @@ def _metadata(headers: Mapping[str, str]) -> dict[str, str]:
             raise _bad_header("Upload-Metadata", "must be `key base64value` pairs")
         try:
             value = base64.b64decode(parts[1], validate=True) if len(parts) == 2 else b""
-            result[parts[0][:100]] = value.decode("utf-8")[:1000].replace("\x00", "")
+            # NUL goes from keys as from values (PostgreSQL's JSON refuses it).
+            key = parts[0].replace("\x00", "")[:100]
+            result[key] = value.decode("utf-8")[:1000].replace("\x00", "")
         except (binascii.Error, ValueError) as exc:
             raise _bad_header("Upload-Metadata", "values must be base64 of UTF-8") from exc
     return result

@@ -81,7 +81,8 @@ ERRORS = error_responses(
     _413="`upload_too_large`: `Upload-Length` over MAX_RESUMABLE_UPLOAD_SIZE.",
     _415="`unsupported_media_type`: an append not sent as `application/partial-upload` "
     "(draft) or `application/offset+octet-stream` (tus).",
-    _429="`storage_quota_exceeded`: the bytes would pass QUOTA_MAX_STORAGE_BYTES.",
+    _429="`storage_quota_exceeded`: the bytes would pass QUOTA_MAX_STORAGE_BYTES; "
+    "`too_many_uploads`: UPLOAD_MAX_OPEN_PER_USER uploads are open already (creation).",
 )
 
 

@@ -33,3 +33,10 @@ def upload_expired_ids(*, now: dt.datetime) -> list[str]:
         .order_by("expires_at", "id")
         .values_list("id", flat=True)
     )
+
+
+def upload_open_count(*, user_id: int, now: dt.datetime) -> int:
+    """The user's uploads neither attached nor expired."""
+    return ResumableUpload.objects.filter(
+        owner_id=user_id, attached_at__isnull=True, expires_at__gt=now
+    ).count()

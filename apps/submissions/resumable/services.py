@@ -27,8 +27,10 @@ from django.utils import timezone
 
 from apps.core.cleanup import CleanupReport
 from apps.core.models_utils import new_hex_id
-from apps.quotas.services import storage_quota_error
+from apps.quotas.exceptions import StorageQuotaExceeded
+from apps.quotas.services import quota_policy_lock, storage_quota_error
 from apps.submissions.exceptions import (
+    TooManyUploads,
     UploadAttached,
     UploadChecksumMismatch,
     UploadCompleted,
@@ -40,7 +42,11 @@ from apps.submissions.metrics import RESUMABLE_BYTES, RESUMABLE_EXPIRIES, RESUMA
 from apps.submissions.models import ResumableUpload
 from apps.submissions.resumable import store
 from apps.submissions.resumable.digest import ResumableSha256, empty_state
-from apps.submissions.resumable.selectors import upload_expired_ids, upload_get
+from apps.submissions.resumable.selectors import (
+    upload_expired_ids,
+    upload_get,
+    upload_open_count,
+)
 from apps.submissions.selectors import storage_status
 from apps.submissions.services.storage import storage_admit
 
@@ -72,8 +78,10 @@ def upload_create(
     *, user: AbstractBaseUser, length: int | None, metadata: dict[str, str] | None = None
 ) -> ResumableUpload:
     """A new, empty upload owned by `user`. Raises UploadTooLarge (over
-    MAX_RESUMABLE_UPLOAD_SIZE) and StorageQuotaExceeded (a stated length that cannot fit in the
-    user's remaining storage; a fast refusal, each append is admitted under the lock)."""
+    MAX_RESUMABLE_UPLOAD_SIZE), StorageQuotaExceeded (a stated length that cannot fit in the
+    user's remaining storage; a fast refusal, each append is admitted under the lock) and
+    TooManyUploads (UPLOAD_MAX_OPEN_PER_USER open already: counted under the user's quota
+    lock, so racing creations never pass it)."""
     _check_length(length)
     if length is not None:
         status = storage_status(user=user)
@@ -81,16 +89,25 @@ def upload_create(
             raise storage_quota_error(used=status.used, limit=status.limit, adding=length)
     upload_id = new_hex_id()
     now = timezone.now()
-    return ResumableUpload.objects.create(
-        id=upload_id,
-        owner_id=user.pk,
-        length=length,
-        sha256_state=empty_state(),
-        storage_key=store.upload_key(owner_id=int(user.pk), upload_id=upload_id),
-        metadata=metadata or {},
-        last_byte_at=now,
-        expires_at=_expiry(now),
-    )
+    limit = int(settings.UPLOAD_MAX_OPEN_PER_USER)
+    with transaction.atomic():
+        quota_policy_lock(user=user)
+        if upload_open_count(user_id=int(user.pk), now=now) >= limit:
+            raise TooManyUploads(
+                f"You hold {limit} open uploads (UPLOAD_MAX_OPEN_PER_USER): finish, attach "
+                "or cancel one, or wait until one expires.",
+                extra={"max_open_uploads": limit},
+            )
+        return ResumableUpload.objects.create(
+            id=upload_id,
+            owner_id=user.pk,
+            length=length,
+            sha256_state=empty_state(),
+            storage_key=store.upload_key(owner_id=int(user.pk), upload_id=upload_id),
+            metadata=metadata or {},
+            last_byte_at=now,
+            expires_at=_expiry(now),
+        )
 
 
 def upload_start(
@@ -136,12 +153,19 @@ class _Append:
             fields.update(last_byte_at=now, expires_at=_expiry(now))
         if complete:
             fields.update(complete=True, sha256=self.digest.hexdigest(), length=new_offset)
-        with transaction.atomic():
-            if self.written:
-                storage_admit(user=self.user, adding_bytes=self.written)
-            rows = ResumableUpload.objects.filter(
-                pk=self.upload.pk, writer=self.token, offset=self.saved
-            ).update(**fields)
+        try:
+            with transaction.atomic():
+                if self.written:
+                    storage_admit(user=self.user, adding_bytes=self.written)
+                rows = ResumableUpload.objects.filter(
+                    pk=self.upload.pk, writer=self.token, offset=self.saved
+                ).update(**fields)
+        except StorageQuotaExceeded:
+            # Refused bytes leave the disk now: no offset covers them, so no limit counts
+            # them, and they would stay until the upload expires (concurrent appends, each
+            # within the room it measured at its start, pass the limit together).
+            self.handle.cut_back(self.saved)
+            raise
         if rows != 1:
             raise UploadOffsetMismatch(expected=self.saved, provided=self.saved, busy=True)
         RESUMABLE_BYTES.inc(self.written)
