@@ -212,6 +212,27 @@ def _latencies(user: Any, phase: Any, count: int) -> list[float]:
     return seconds
 
 
+def _group_cpu(pgid: int) -> float:
+    """CPU seconds of a process group's live processes and the children they reaped (the
+    workers' sandboxes, recycled workers): user + system, own and reaped."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it exited meanwhile
+        if int(fields[2]) == pgid:  # fields[0] is the state: pgrp is the 5th field of stat
+            total += sum(int(value) for value in fields[11:15])
+    return total / ticks
+
+
+def _own_cpu() -> float:
+    """CPU seconds of this process and the children it reaped (the isolated runs)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 class _Slices:
     """The isolated baseline in slices, each with the worker cluster paused (module doc)."""
 
@@ -219,13 +240,16 @@ class _Slices:
         self.cluster, self.workers = cluster, workers
         self.per = max(1, runs // (slices + 1))
         self.seconds: list[float] = []
+        self.cpu = 0.0
 
     def run(self) -> float:
         """One slice; the wall seconds the cluster was paused for."""
         started = time.monotonic()
         os.killpg(self.cluster.pid, signal.SIGSTOP)
         try:
+            cpu = _own_cpu()
             self.seconds.append(_isolated_runs(self.per, self.workers))
+            self.cpu += _own_cpu() - cpu
         finally:
             os.killpg(self.cluster.pid, signal.SIGCONT)
         return time.monotonic() - started
@@ -239,13 +263,16 @@ class _Slices:
         return f"slowest {rates[0]:.1f}, median {middle:.1f}, fastest {rates[-1]:.1f}"
 
 
-def _rescore(phase: Any, n: int, slices: _Slices, marks: int, user: Any) -> tuple[float, float]:
+def _rescore(
+    phase: Any, n: int, slices: _Slices, marks: int, user: Any
+) -> tuple[float, float, float]:
     """Apply version 2 and wait for its switch, with a slice of isolated runs before, at every
-    1/marks of the items settled, and after. Seconds of the rescore (paused time left out)
-    and of its apply."""
+    1/marks of the items settled, and after. Seconds of the rescore (paused time left out),
+    of its apply, and the CPU seconds the cluster spent meanwhile."""
     from apps.benchmarks.models import Phase, RescoreItem
 
     slices.run()
+    cpu = _group_cpu(slices.cluster.pid)
     started = time.monotonic()
     _apply(user, 2)  # its commit enqueues the rescore's W chains
     applied = time.monotonic() - started
@@ -261,8 +288,9 @@ def _rescore(phase: Any, n: int, slices: _Slices, marks: int, user: Any) -> tupl
             continue
         time.sleep(0.1)
     seconds = time.monotonic() - started - paused
+    cpu = _group_cpu(slices.cluster.pid) - cpu
     slices.run()
-    return seconds, applied
+    return seconds, applied, cpu
 
 
 def _run(workdir: Path, args: argparse.Namespace) -> int:
@@ -296,7 +324,7 @@ def _run(workdir: Path, args: argparse.Namespace) -> int:
         quiet = _latencies(user, phase, new)
 
         slices = _Slices(cluster, isolated, marks, workers)
-        rescore_seconds, apply_seconds = _rescore(phase, n, slices, marks, user)
+        rescore_seconds, apply_seconds, cluster_cpu = _rescore(phase, n, slices, marks, user)
         load_after = os.getloadavg()
 
         busy: dict[int, tuple[list[float], int]] = {}
@@ -331,6 +359,12 @@ def _run(workdir: Path, args: argparse.Namespace) -> int:
         f" {len(slices.seconds)} slices of {slices.per}: {slices.spread()})"
     )
     print(f"ratio rescore / isolated runs: {rate / isolated_rate:6.1%}  (target >= 80 %)")
+    item_cpu = cluster_cpu / rescored * 1000
+    run_cpu = slices.cpu / (slices.per * len(slices.seconds)) * 1000
+    print(
+        f"CPU per item (the cluster's processes and their sandboxes): {item_cpu:5.1f} ms;"
+        f" per isolated run: {run_cpu:5.1f} ms"
+    )
     print(
         "load average (1 min) at the start and after the switch: "
         f"{load_before[0]:.2f}, {load_after[0]:.2f}"

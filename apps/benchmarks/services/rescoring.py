@@ -13,8 +13,12 @@ at most one worker busy: `RESCORE_WORKERS` chains per rescore, so that new submi
 the same queue, always find a worker). While no job is queued for a worker, one task scores
 up to `RESCORE_BATCH` items in a row (within GRADING_TIMEOUT, so the task stays within its
 time limit) before it hands its chain to a new task: a waiting job waits for one item at
-most, as with one item per task, and idle workers skip a task round trip per item. An item
-whose lease expired `GRADING_MAX_ATTEMPTS` times fails `worker_lost`.
+most, as with one item per task, and idle workers skip a task round trip per item. A task
+that finds RESCORE_WORKERS chains holding live leases ends at once (`enough`): the extra chain
+a result added while the rescore runs starts (`rescore_entry_add`) never takes a worker that
+new submissions need. An item whose lease expired `GRADING_MAX_ATTEMPTS` times fails
+`worker_lost`. The per-item statements of the take and the outcome are kept SQL
+(`apps.core.sql`): compiling them cost more than running them.
 
 `rescores_reap`: every minute, a live rescore with open items and no chain seen working
 for a lease's length gets its chains again (a Redis broker never re-delivers the task of a
@@ -43,6 +47,7 @@ from apps.benchmarks.services.rescores import (
     OPEN,
     rescore_chains_enqueue,
     rescore_switch_if_complete,
+    rescore_workers,
 )
 from apps.benchmarks.services.scores import baseline_scores_record, entry_scores_record
 from apps.core.cluster import WorkerStopping, interruptible, worker_leave, worker_stopping
@@ -97,6 +102,11 @@ _LEASE = SqlStatement(
     "UPDATE {i} SET {i.status} = %s, {i.lease_token} = %s, {i.lease_expires_at} = %s,"
     " {i.attempts} = {i.attempts} + 1"
     " WHERE {i.id} = %s AND {i.status} = %s AND {i.attempts} = %s AND {i.lease_token} = %s",
+    i=RescoreItem,
+)
+_LEASED = SqlStatement(
+    "SELECT COUNT(*) FROM {i} WHERE {i.rescore} = %s AND {i.status} = %s"
+    " AND {i.lease_expires_at} >= %s",
     i=RescoreItem,
 )
 _SETTLE = SqlStatement(
@@ -317,15 +327,28 @@ def _go_on(*, scored: int, started: float) -> bool:
     return not jobs_waiting()
 
 
+def _chains_enough(*, rescore_id: int) -> bool:
+    """Whether RESCORE_WORKERS chains already hold live leases of the rescore's items. A chain
+    started on top of them (one per result that gets an item while the rescore runs,
+    `rescore_entry_add`) then ends at once: the working chains take its item, and new
+    submissions keep their worker."""
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    row = _LEASED.fetchone([rescore_id, _PROCESSING, now])
+    return row is not None and int(row[0]) >= rescore_workers()
+
+
 def rescore_next(*, rescore_id: int) -> str:
     """Score open items of the rescore, then go on (see the module docstring). Returns
-    `idle` (nothing free), `done`, `failed` or `lease_lost` (the last item's outcome); a
+    `idle` (nothing free), `enough` (RESCORE_WORKERS other chains are at work), `done`,
+    `failed` or `lease_lost` (the last item's outcome); a
     worker that is stopping (SIGTERM, `apps.core.cluster`) gives the item back and enqueues
     the chain again (`interrupted`, or `requeued` when it had not started)."""
     if worker_stopping():
         rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
         worker_leave()
         return "requeued"
+    if _chains_enough(rescore_id=rescore_id):
+        return "enough"
     started = time.monotonic()
     scored = 0
     while True:
