@@ -15,7 +15,8 @@ cluster is paused (SIGSTOP to its process group, SIGCONT after; the leases outla
 so a slice runs alone, as an isolated run would, and its seconds are left out of the
 rescore's. The baseline is all slices' runs over all their seconds, so a busy spell on the
 shared machine weighs on both sides alike; the slowest and fastest slice are printed to show
-the drift.
+the drift. CPU per item (the cluster's process group) and per isolated run (this process)
+are printed too, both without the sandboxed program's own CPU (`benchlib.runs`).
 
 The N submissions (a team, a submission, its file and its counted entry each) are made with
 bulk INSERTs through the same models: the setup is not what is measured. The rescore is the
@@ -212,27 +213,6 @@ def _latencies(user: Any, phase: Any, count: int) -> list[float]:
     return seconds
 
 
-def _group_cpu(pgid: int) -> float:
-    """CPU seconds of a process group's live processes and the children they reaped (the
-    workers' sandboxes, recycled workers): user + system, own and reaped."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # it exited meanwhile
-        if int(fields[2]) == pgid:  # fields[0] is the state: pgrp is the 5th field of stat
-            total += sum(int(value) for value in fields[11:15])
-    return total / ticks
-
-
-def _own_cpu() -> float:
-    """CPU seconds of this process and the children it reaped (the isolated runs)."""
-    times = os.times()
-    return times.user + times.system + times.children_user + times.children_system
-
-
 class _Slices:
     """The isolated baseline in slices, each with the worker cluster paused (module doc)."""
 
@@ -244,12 +224,14 @@ class _Slices:
 
     def run(self) -> float:
         """One slice; the wall seconds the cluster was paused for."""
+        from bench.benchlib.runs import own_cpu
+
         started = time.monotonic()
         os.killpg(self.cluster.pid, signal.SIGSTOP)
         try:
-            cpu = _own_cpu()
+            cpu = own_cpu()
             self.seconds.append(_isolated_runs(self.per, self.workers))
-            self.cpu += _own_cpu() - cpu
+            self.cpu += own_cpu() - cpu
         finally:
             os.killpg(self.cluster.pid, signal.SIGCONT)
         return time.monotonic() - started
@@ -270,9 +252,10 @@ def _rescore(
     1/marks of the items settled, and after. Seconds of the rescore (paused time left out),
     of its apply, and the CPU seconds the cluster spent meanwhile."""
     from apps.benchmarks.models import Phase, RescoreItem
+    from bench.benchlib.runs import process_group_cpu
 
     slices.run()
-    cpu = _group_cpu(slices.cluster.pid)
+    cpu = process_group_cpu(slices.cluster.pid)
     started = time.monotonic()
     _apply(user, 2)  # its commit enqueues the rescore's W chains
     applied = time.monotonic() - started
@@ -288,7 +271,7 @@ def _rescore(
             continue
         time.sleep(0.1)
     seconds = time.monotonic() - started - paused
-    cpu = _group_cpu(slices.cluster.pid) - cpu
+    cpu = process_group_cpu(slices.cluster.pid) - cpu
     slices.run()
     return seconds, applied, cpu
 
@@ -362,8 +345,8 @@ def _run(workdir: Path, args: argparse.Namespace) -> int:
     item_cpu = cluster_cpu / rescored * 1000
     run_cpu = slices.cpu / (slices.per * len(slices.seconds)) * 1000
     print(
-        f"CPU per item (the cluster's processes and their sandboxes): {item_cpu:5.1f} ms;"
-        f" per isolated run: {run_cpu:5.1f} ms"
+        f"CPU per item outside the sandboxed program (the cluster's processes): {item_cpu:5.1f}"
+        f" ms; per isolated run: {run_cpu:5.1f} ms"
     )
     print(
         "load average (1 min) at the start and after the switch: "
