@@ -1,11 +1,29 @@
 """Rescoring speed (SPEC §11.6): N counted, completed phase submissions rescored in a new
 scoring version with a trivial scorer by a real qcluster of W workers (RESCORE_WORKERS = W
-chains), against the isolated-run throughput of the same scorer on W threads (the
+chains), against the isolated-run throughput of the same kind of program on W threads (the
 `bench/isolation.py` path: `apps.grading.isolation.run_program` in bubblewrap) in the same
 run; then the grading latency of new phase submissions, one at a time, without a rescore and
 during one.
 
-    python bench/rescore.py [--n 100] [--workers 2] [--new 6]
+    python bench/rescore.py [--n 10000] [--workers 2] [--new 6] [--slices 10] [--isolated N]
+
+How the isolated baseline is kept fair to load drift: the isolated runs (`--isolated`, by
+default min(N, 2000)) are made in `--slices` + 1 equal slices that alternate with the
+rescore's progress: one before the apply that makes the version, one each time another
+1/slices of the items is settled, and one after the switch. For each slice the whole worker
+cluster is paused (SIGSTOP to its process group, SIGCONT after; the leases outlast a slice),
+so a slice runs alone, as an isolated run would, and its seconds are left out of the
+rescore's. The baseline is all slices' runs over all their seconds, so a busy spell on the
+shared machine weighs on both sides alike; the slowest and fastest slice are printed to show
+the drift. CPU per item (the cluster's process group) and per isolated run (this process)
+are printed too, both without the sandboxed program's own CPU (`benchlib.runs`).
+
+The N submissions (a team, a submission, its file and its counted entry each) are made with
+bulk INSERTs through the same models: the setup is not what is measured. The rescore is the
+product's own path: the apply's transaction starts it, real workers take, score (one real
+isolated score stage each) and record the items, and the last one switches the leaderboard.
+The two later rescores that the latency is measured against are cancelled by their host once
+measured (`rescore_cancel`), so N need not be scored three times.
 
 A fresh SQLite database in a temporary folder (or DATABASE_URL's PostgreSQL server, in a
 throwaway database), the ORM broker. Targets: rescore / isolated >= 0.8; latency during a
@@ -17,6 +35,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -96,8 +115,55 @@ def _apply(user: Any, version: int) -> None:
         challenge_apply(user=user, bundle_path=path, sha256=hashlib.sha256(data).hexdigest())
 
 
-def _entries(user: Any, phase: Any, count: int, *, status: str) -> list[Any]:
-    """`count` phase submissions, each of a team of its own (as on a real board)."""
+def _entries_bulk(user: Any, phase: Any, count: int) -> None:
+    """`count` counted, completed phase submissions, a team each, in bulk INSERTs (the same
+    rows `_entries` makes one by one; the setup of a 10,000 run takes seconds)."""
+    from django.core.files.base import ContentFile
+    from django.core.files.storage import default_storage
+
+    from apps.benchmarks.models import Entry, Team
+    from apps.submissions.models import (
+        Submission,
+        SubmissionFile,
+        SubmissionKind,
+        filename_fold,
+    )
+
+    content = b"id,label\n0,1\n"
+    for start in range(0, count, 1000):
+        size = min(1000, count - start)
+        teams = [Team(challenge=phase.challenge, name=f"bulk-{start + i}") for i in range(size)]
+        for team in teams:
+            team.name_folded = filename_fold(team.name)
+        Team.objects.bulk_create(teams)
+        submissions = Submission.objects.bulk_create(
+            Submission(owner=user, status="completed", kind=SubmissionKind.PREDICTIONS)
+            for _ in range(size)
+        )
+        files = []
+        for submission in submissions:
+            stored = default_storage.save(
+                f"submissions/{submission.pk}/predictions.csv", ContentFile(content)
+            )
+            files.append(
+                SubmissionFile(
+                    submission=submission,
+                    filename="predictions.csv",
+                    name_folded=filename_fold("predictions.csv"),
+                    size=len(content),
+                    sha256="0" * 64,
+                    storage_name=stored,
+                )
+            )
+        SubmissionFile.objects.bulk_create(files)
+        Entry.objects.bulk_create(
+            Entry(submission=sub, phase=phase, team=team, user=user, counted=True)
+            for sub, team in zip(submissions, teams, strict=True)
+        )
+
+
+def _new_jobs(user: Any, phase: Any, count: int) -> list[Any]:
+    """`count` new phase submissions' jobs, each of a team of its own, not yet enqueued."""
     from django.core.files.base import ContentFile
     from django.core.files.storage import default_storage
 
@@ -109,7 +175,7 @@ def _entries(user: Any, phase: Any, count: int, *, status: str) -> list[Any]:
     for _ in range(count):
         team = Team.objects.create(challenge=phase.challenge, name=f"team-{Team.objects.count()}")
         submission = Submission.objects.create(
-            owner=user, status=status, kind=SubmissionKind.PREDICTIONS
+            owner=user, status="pending", kind=SubmissionKind.PREDICTIONS
         )
         content = b"id,label\n0,1\n"
         stored = default_storage.save(
@@ -123,10 +189,7 @@ def _entries(user: Any, phase: Any, count: int, *, status: str) -> list[Any]:
             storage_name=stored,
         )
         Entry.objects.create(submission=submission, phase=phase, team=team, user=user, counted=True)
-        if status == "pending":
-            created.append(Job.objects.create(owner=user, submission=submission))
-        else:
-            created.append(submission)
+        created.append(Job.objects.create(owner=user, submission=submission))
     return created
 
 
@@ -139,7 +202,7 @@ def _latencies(user: Any, phase: Any, count: int) -> list[float]:
     from bench.benchlib.runs import wait_until
 
     seconds = []
-    for job in _entries(user, phase, count, status="pending"):
+    for job in _new_jobs(user, phase, count):
         started = time.monotonic()
         async_task(GRADE_JOB, job.pk)
         completed = Submission.objects.filter(
@@ -150,38 +213,108 @@ def _latencies(user: Any, phase: Any, count: int) -> list[float]:
     return seconds
 
 
-def _run(workdir: Path, n: int, workers: int, new: int) -> int:
+class _Slices:
+    """The isolated baseline in slices, each with the worker cluster paused (module doc)."""
+
+    def __init__(self, cluster: Any, runs: int, slices: int, workers: int) -> None:
+        self.cluster, self.workers = cluster, workers
+        self.per = max(1, runs // (slices + 1))
+        self.seconds: list[float] = []
+        self.cpu = 0.0
+
+    def run(self) -> float:
+        """One slice; the wall seconds the cluster was paused for."""
+        from bench.benchlib.runs import own_cpu
+
+        started = time.monotonic()
+        os.killpg(self.cluster.pid, signal.SIGSTOP)
+        try:
+            cpu = own_cpu()
+            self.seconds.append(_isolated_runs(self.per, self.workers))
+            self.cpu += own_cpu() - cpu
+        finally:
+            os.killpg(self.cluster.pid, signal.SIGCONT)
+        return time.monotonic() - started
+
+    def rate(self) -> float:
+        return self.per * len(self.seconds) / sum(self.seconds)
+
+    def spread(self) -> str:
+        rates = sorted(self.per / s for s in self.seconds)
+        middle = statistics.median(rates)
+        return f"slowest {rates[0]:.1f}, median {middle:.1f}, fastest {rates[-1]:.1f}"
+
+
+def _rescore(
+    phase: Any, n: int, slices: _Slices, marks: int, user: Any
+) -> tuple[float, float, float]:
+    """Apply version 2 and wait for its switch, with a slice of isolated runs before, at every
+    1/marks of the items settled, and after. Seconds of the rescore (paused time left out),
+    of its apply, and the CPU seconds the cluster spent meanwhile."""
+    from apps.benchmarks.models import Phase, RescoreItem
+    from bench.benchlib.runs import process_group_cpu
+
+    slices.run()
+    cpu = process_group_cpu(slices.cluster.pid)
+    started = time.monotonic()
+    _apply(user, 2)  # its commit enqueues the rescore's W chains
+    applied = time.monotonic() - started
+    paused = 0.0
+    due = [n * k / marks for k in range(1, marks)]
+    settled = RescoreItem.objects.filter(rescore__version=2, status__in=["done", "failed"])
+    while not Phase.objects.filter(pk=phase.pk, scoring_version=2).exists():
+        if time.monotonic() - started - paused > 3600:
+            raise TimeoutError("the rescore did not finish in an hour")
+        if due and settled.count() >= due[0]:
+            due.pop(0)
+            paused += slices.run()
+            continue
+        time.sleep(0.1)
+    seconds = time.monotonic() - started - paused
+    cpu = process_group_cpu(slices.cluster.pid) - cpu
+    slices.run()
+    return seconds, applied, cpu
+
+
+def _run(workdir: Path, args: argparse.Namespace) -> int:
     from django.conf import settings
     from django.contrib.auth.models import Permission, User
     from django_q.models import OrmQ
     from django_q.tasks import async_task
 
     from apps.benchmarks.models import Phase, Rescore, RescoreItem
+    from apps.benchmarks.services.rescores import rescore_cancel
     from bench.benchlib.runs import cluster_start, cluster_stop, wait_until
 
+    n, workers, new = args.n, args.workers, args.new
     user = User.objects.create(username="bench")
     user.user_permissions.add(
         Permission.objects.get(codename="add_challenge", content_type__app_label="benchmarks")
     )
     _apply(user, 1)
     phase = Phase.objects.get(slug="dev")
-    _entries(user, phase, n, status="completed")
+    setup_started = time.monotonic()
+    _entries_bulk(user, phase, n)
+    setup_seconds = time.monotonic() - setup_started
     OrmQ.objects.all().delete()
+    isolated = args.isolated if args.isolated is not None else min(n, 2000)
+    marks = max(1, min(args.slices, n))
+    load_before = os.getloadavg()
     cluster = cluster_start()
     try:
         async_task("bench.grading.noop")  # warm-up: the cluster is up once this is acknowledged
         wait_until(lambda: OrmQ.objects.count() == 0, 60)
         quiet = _latencies(user, phase, new)
 
-        started = time.monotonic()
-        _apply(user, 2)  # its commit enqueues the rescore's W chains
-        wait_until(lambda: Phase.objects.get(pk=phase.pk).scoring_version == 2, 1200)
-        rescore_seconds = time.monotonic() - started
+        slices = _Slices(cluster, isolated, marks, workers)
+        rescore_seconds, apply_seconds, cluster_cpu = _rescore(phase, n, slices, marks, user)
+        load_after = os.getloadavg()
 
         busy: dict[int, tuple[list[float], int]] = {}
         for version, chains in ((3, 1), (4, workers)):
             # Another rescore with `chains` chains (settings of this process: the apply's
-            # commit enqueues them), and new submissions graded one at a time meanwhile.
+            # commit enqueues them), new submissions graded one at a time meanwhile, then the
+            # host cancels it (the board keeps serving version 2).
             settings.RESCORE_WORKERS = chains
             _apply(user, version)
             seconds = _latencies(user, phase, new)
@@ -189,19 +322,36 @@ def _run(workdir: Path, n: int, workers: int, new: int) -> int:
                 rescore__version=version, status__in=["pending", "processing"]
             ).count()
             busy[chains] = (seconds, still_open)
-            wait_until(Phase.objects.filter(pk=phase.pk, scoring_version=version).exists, 1200)
+            if Rescore.objects.filter(phase=phase, version=version, state="running").exists():
+                rescore_cancel(user=user, slug=phase.challenge.slug, phase_slug=phase.slug)
     finally:
         cluster_stop(cluster)
 
-    isolated_seconds = _isolated_runs(n, workers)
     rescored = Rescore.objects.get(phase=phase, version=2).items.filter(status="done").count()
-    rate, isolated_rate = rescored / rescore_seconds, n / isolated_seconds
+    rate, isolated_rate = rescored / rescore_seconds, slices.rate()
     quiet_median = statistics.median(quiet)
     database = os.environ["DATABASE_URL"].split(":")[0]
     print(f"workers={workers} rescore chains={workers} n={n} database={database} broker=orm")
-    print(f"rescore:        {rescore_seconds:6.2f} s  {rate:6.1f} submissions/s ({rescored} done)")
-    print(f"isolated runs:  {isolated_seconds:6.2f} s  {isolated_rate:6.1f} runs/s (W threads)")
+    print(f"setup (bulk INSERTs of n submissions): {setup_seconds:6.1f} s")
+    print(
+        f"rescore:        {rescore_seconds:6.2f} s  {rate:6.1f} submissions/s ({rescored} done;"
+        f" the apply that starts it {apply_seconds:.2f} s)"
+    )
+    print(
+        f"isolated runs:  {sum(slices.seconds):6.2f} s  {isolated_rate:6.1f} runs/s (W threads,"
+        f" {len(slices.seconds)} slices of {slices.per}: {slices.spread()})"
+    )
     print(f"ratio rescore / isolated runs: {rate / isolated_rate:6.1%}  (target >= 80 %)")
+    item_cpu = cluster_cpu / rescored * 1000
+    run_cpu = slices.cpu / (slices.per * len(slices.seconds)) * 1000
+    print(
+        f"CPU per item outside the sandboxed program (the cluster's processes): {item_cpu:5.1f}"
+        f" ms; per isolated run: {run_cpu:5.1f} ms"
+    )
+    print(
+        "load average (1 min) at the start and after the switch: "
+        f"{load_before[0]:.2f}, {load_after[0]:.2f}"
+    )
     print(
         f"new submission grading latency, median of {new}: without a rescore "
         f"{quiet_median * 1000:6.0f} ms"
@@ -213,15 +363,17 @@ def _run(workdir: Path, n: int, workers: int, new: int) -> int:
             f"({still_open} items still open after them): {median / quiet_median:4.2f}x"
             "  (target <= 2x)"
         )
-    # The latency submissions of the second half are rescored too: at least n.
+    # The latency submissions of the first half are rescored too: at least n.
     return 0 if rescored >= n else 1
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--n", type=int, default=int(os.environ.get("BENCH_RESCORE_N", 100)))
+    parser.add_argument("--n", type=int, default=int(os.environ.get("BENCH_RESCORE_N", 10000)))
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--new", type=int, default=6)
+    parser.add_argument("--slices", type=int, default=10)
+    parser.add_argument("--isolated", type=int, default=None)
     parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     args, _ = parser.parse_known_args()
     if not args.in_process:
@@ -232,7 +384,10 @@ def main() -> int:
             f"--n={args.n}",
             f"--workers={args.workers}",
             f"--new={args.new}",
+            f"--slices={args.slices}",
         ]
+        if args.isolated is not None:
+            command.append(f"--isolated={args.isolated}")
         return subprocess.run(command, cwd=ROOT, check=False).returncode
     with tempfile.TemporaryDirectory(prefix="yoyaku-bench-rescore-") as tmp:
         workdir = Path(tmp)
@@ -246,7 +401,7 @@ def main() -> int:
 
         call_command("migrate", verbosity=0)
         try:
-            return _run(workdir, args.n, args.workers, args.new)
+            return _run(workdir, args)
         finally:
             from django.db import connections
 

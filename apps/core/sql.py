@@ -97,6 +97,12 @@ class SqlStatement:
             row = cursor.fetchone()
         return None if row is None else tuple(row)
 
+    def fetchall(self, params: Sequence[Any], *, using: str = "default") -> list[tuple[Any, ...]]:
+        """Run a read; all its rows."""
+        with connections[using].cursor() as cursor:
+            cursor.execute(self.render(using), params)
+            return [tuple(row) for row in cursor.fetchall()]
+
     def instance(
         self, model: type[M], params: Sequence[Any], *, using: str = "default"
     ) -> M | None:

@@ -121,8 +121,10 @@ def test_a_new_scorer_rescores_every_counted_submission_once_then_the_board_swit
     assert client_for(alice).get(_url("digits", "dev", "me/")).json()["limits"] == me_before
 
 
-def test_forced_redelivery_scores_each_submission_once_per_version() -> None:
+def test_forced_redelivery_scores_each_submission_once_per_version(settings: Any) -> None:
     import threading
+
+    settings.RESCORE_WORKERS = 4  # the four deliveries below all work at once
 
     host = host_user()
     challenge = apply_bundle(host)

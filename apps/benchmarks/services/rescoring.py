@@ -13,8 +13,12 @@ at most one worker busy: `RESCORE_WORKERS` chains per rescore, so that new submi
 the same queue, always find a worker). While no job is queued for a worker, one task scores
 up to `RESCORE_BATCH` items in a row (within GRADING_TIMEOUT, so the task stays within its
 time limit) before it hands its chain to a new task: a waiting job waits for one item at
-most, as with one item per task, and idle workers skip a task round trip per item. An item
-whose lease expired `GRADING_MAX_ATTEMPTS` times fails `worker_lost`.
+most, as with one item per task, and idle workers skip a task round trip per item. A task
+that finds RESCORE_WORKERS chains holding live leases ends at once (`enough`): the extra chain
+a result added while the rescore runs starts (`rescore_entry_add`) never takes a worker that
+new submissions need. An item whose lease expired `GRADING_MAX_ATTEMPTS` times fails
+`worker_lost`. The per-item statements of the take and the outcome are kept SQL
+(`apps.core.sql`): compiling them cost more than running them.
 
 `rescores_reap`: every minute, a live rescore with open items and no chain seen working
 for a lease's length gets its chains again (a Redis broker never re-delivers the task of a
@@ -29,6 +33,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, connections, transaction
@@ -42,9 +47,11 @@ from apps.benchmarks.services.rescores import (
     OPEN,
     rescore_chains_enqueue,
     rescore_switch_if_complete,
+    rescore_workers,
 )
 from apps.benchmarks.services.scores import baseline_scores_record, entry_scores_record
 from apps.core.cluster import WorkerStopping, interruptible, worker_leave, worker_stopping
+from apps.core.sql import SqlStatement
 from apps.grading.baselines import bundle_folder_score, kept_predictions_score
 from apps.grading.grader import GradingFile
 from apps.grading.leases import grading_lease_seconds
@@ -58,12 +65,14 @@ logger = logging.getLogger(__name__)
 
 WORKER_LOST = "worker_lost"
 _CANDIDATES = 8
+_PENDING, _PROCESSING = RescoreItemStatus.PENDING.value, RescoreItemStatus.PROCESSING.value
 
 
 @dataclass(frozen=True)
 class _Taken:
     item_id: int
     token: str
+    of_entry: bool  # an entry's item (else a baseline's)
 
 
 def _expired_or_pending(now: dt.datetime) -> Q:
@@ -72,23 +81,64 @@ def _expired_or_pending(now: dt.datetime) -> Q:
     )
 
 
+# The take's read and writes run once per item: SQL kept, not compiled per call
+# (`apps.core.sql`). The read is up to 8 expired leases (their worker died) and up to 8
+# pending items, each part walking the index (rescore, status) in id order: it costs the
+# same with 10 or 10,000 items left (one OR of both states sorted every open item).
+_CANDIDATE_ITEMS = SqlStatement(
+    "SELECT * FROM (SELECT {i.id}, {i.status}, {i.attempts}, {i.lease_token}, {i.entry}"
+    " FROM {i} WHERE {i.rescore} = %s AND {i.status} = %s AND {i.lease_expires_at} < %s"
+    " AND EXISTS (SELECT 1 FROM {r} WHERE {r.id} = %s AND {r.state} IN (%s, %s))"
+    " ORDER BY {i.id} LIMIT 8) AS expired"
+    " UNION ALL"
+    " SELECT * FROM (SELECT {i.id}, {i.status}, {i.attempts}, {i.lease_token}, {i.entry}"
+    " FROM {i} WHERE {i.rescore} = %s AND {i.status} = %s"
+    " AND EXISTS (SELECT 1 FROM {r} WHERE {r.id} = %s AND {r.state} IN (%s, %s))"
+    " ORDER BY {i.id} LIMIT 8) AS waiting",
+    i=RescoreItem,
+    r=Rescore,
+)
+_LEASE = SqlStatement(
+    "UPDATE {i} SET {i.status} = %s, {i.lease_token} = %s, {i.lease_expires_at} = %s,"
+    " {i.attempts} = {i.attempts} + 1"
+    " WHERE {i.id} = %s AND {i.status} = %s AND {i.attempts} = %s AND {i.lease_token} = %s",
+    i=RescoreItem,
+)
+_LEASED = SqlStatement(
+    "SELECT COUNT(*) FROM {i} WHERE {i.rescore} = %s AND {i.status} = %s"
+    " AND {i.lease_expires_at} >= %s",
+    i=RescoreItem,
+)
+_SETTLE = SqlStatement(
+    "UPDATE {i} SET {i.status} = %s, {i.failure} = %s, {i.logs} = %s,"
+    " {i.lease_expires_at} = NULL, {i.finished_at} = %s"
+    " WHERE {i.id} = %s AND {i.status} = %s AND {i.lease_token} = %s",
+    i=RescoreItem,
+)
+
+
+def _candidates(*, rescore_id: int, now: dt.datetime) -> list[tuple[Any, ...]]:
+    """Up to 8 items to try: expired leases first, then pending ones, each in id order."""
+    live = (rescore_id, *(state.value for state in LIVE))
+    when = connection.ops.adapt_datetimefield_value(now)
+    rows = _CANDIDATE_ITEMS.fetchall(
+        [rescore_id, _PROCESSING, when, *live, rescore_id, _PENDING, *live]
+    )
+    rows.sort(key=lambda row: (row[1] != _PROCESSING, row[0]))
+    return rows[:_CANDIDATES]
+
+
 def _item_take(*, rescore_id: int) -> _Taken | None:
     """Lease one open item of the live rescore, or None when none is free."""
     max_attempts = int(settings.GRADING_MAX_ATTEMPTS)
     while True:
         now = timezone.now()
-        rows = list(
-            RescoreItem.objects.filter(
-                _expired_or_pending(now), rescore_id=rescore_id, rescore__state__in=LIVE
-            )
-            .order_by("pk")
-            .values_list("pk", "status", "attempts", "lease_token")[:_CANDIDATES]
-        )
+        rows = _candidates(rescore_id=rescore_id, now=now)
         if not rows:
             return None
-        for pk, status, attempts, old in rows:
+        for pk, status, attempts, old, entry_id in rows:
             same = {"pk": pk, "status": status, "attempts": attempts, "lease_token": old}
-            if status == RescoreItemStatus.PROCESSING and attempts >= max_attempts:
+            if status == _PROCESSING and attempts >= max_attempts:
                 RescoreItem.objects.filter(**same).update(
                     status=RescoreItemStatus.FAILED,
                     failure=WORKER_LOST,
@@ -99,13 +149,16 @@ def _item_take(*, rescore_id: int) -> _Taken | None:
                 continue
             token = secrets.token_hex(16)
             expires = now + dt.timedelta(seconds=grading_lease_seconds())
-            if RescoreItem.objects.filter(**same).update(
-                status=RescoreItemStatus.PROCESSING,
-                lease_token=token,
-                lease_expires_at=expires,
-                attempts=F("attempts") + 1,
-            ):
-                return _Taken(pk, token)
+            leased = _LEASE.rowcount(
+                [
+                    _PROCESSING,
+                    token,
+                    connection.ops.adapt_datetimefield_value(expires),
+                    *(pk, status, attempts, old),
+                ]
+            )
+            if leased:
+                return _Taken(pk, token, entry_id is not None)
 
 
 class _Renewer(threading.Thread):
@@ -188,14 +241,14 @@ def _record(
         failure = "" if scored else (outcome.failure or SCORING_FAILED)
         logs = outcome.scoring_logs or result.reason
     with transaction.atomic():
-        written = RescoreItem.objects.filter(
-            pk=taken.item_id, status=RescoreItemStatus.PROCESSING, lease_token=taken.token
-        ).update(
-            status=RescoreItemStatus.DONE if scored else RescoreItemStatus.FAILED,
-            failure=failure,
-            logs=storable_text(logs),
-            lease_expires_at=None,
-            finished_at=timezone.now(),
+        written = _SETTLE.rowcount(
+            [
+                RescoreItemStatus.DONE.value if scored else RescoreItemStatus.FAILED.value,
+                failure,
+                storable_text(logs),
+                connection.ops.adapt_datetimefield_value(timezone.now()),
+                *(taken.item_id, _PROCESSING, taken.token),
+            ]
         )
         if not written:
             return "lease_lost"
@@ -208,6 +261,7 @@ def _record(
                             version=version,
                             splits=outcome.scores,
                             metrics=None if cached is None else cached.metrics,
+                            phase_splits=None if cached is None else cached.splits,
                         )
                     elif item.baseline is not None:
                         baseline_scores_record(
@@ -236,7 +290,7 @@ def _item_run(*, rescore_id: int) -> str:
     taken = _item_take(rescore_id=rescore_id)
     if taken is None:
         return "idle"
-    item = rescore_item_load(item_id=taken.item_id)
+    item = rescore_item_load(item_id=taken.item_id, of_entry=taken.of_entry)
     version = item.rescore.version
     renewer = None if connection.in_atomic_block else _Renewer(taken)
     if renewer is not None:
@@ -273,15 +327,28 @@ def _go_on(*, scored: int, started: float) -> bool:
     return not jobs_waiting()
 
 
+def _chains_enough(*, rescore_id: int) -> bool:
+    """Whether RESCORE_WORKERS chains already hold live leases of the rescore's items. A chain
+    started on top of them (one per result that gets an item while the rescore runs,
+    `rescore_entry_add`) then ends at once: the working chains take its item, and new
+    submissions keep their worker."""
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    row = _LEASED.fetchone([rescore_id, _PROCESSING, now])
+    return row is not None and int(row[0]) >= rescore_workers()
+
+
 def rescore_next(*, rescore_id: int) -> str:
     """Score open items of the rescore, then go on (see the module docstring). Returns
-    `idle` (nothing free), `done`, `failed` or `lease_lost` (the last item's outcome); a
+    `idle` (nothing free), `enough` (RESCORE_WORKERS other chains are at work), `done`,
+    `failed` or `lease_lost` (the last item's outcome); a
     worker that is stopping (SIGTERM, `apps.core.cluster`) gives the item back and enqueues
     the chain again (`interrupted`, or `requeued` when it had not started)."""
     if worker_stopping():
         rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
         worker_leave()
         return "requeued"
+    if _chains_enough(rescore_id=rescore_id):
+        return "enough"
     started = time.monotonic()
     scored = 0
     while True:

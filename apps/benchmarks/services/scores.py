@@ -32,11 +32,13 @@ def entry_scores_record(
     version: int,
     splits: Mapping[str, Mapping[str, float]],
     metrics: Sequence[tuple[str, str]] | None = None,
+    phase_splits: Sequence[tuple[str, bool]] | None = None,
 ) -> list[Score]:
     """Store `splits` {split: {metric: value}} as the entry's scores in `version` and keep
     its team's best rows. Every declared metric of every split must be there and finite (the
     caller checked; KeyError or ValueError otherwise). `metrics`: the phase's ranking metrics
-    when the caller has them (`phase_ranking_metrics`). Must run inside a transaction; locks
+    when the caller has them (`phase_ranking_metrics`), `phase_splits` its (split, hidden)
+    pairs (`team_best.phase_splits`). Must run inside a transaction; locks
     the entry's team row until it ends (after whatever the caller locked before). The scores
     are one INSERT, the team's best rows one read and a write per split that improves."""
     if not transaction.get_connection().in_atomic_block:
@@ -71,6 +73,7 @@ def entry_scores_record(
             versions=[version],
             hidden_only=True,
             including=entry.pk,
+            splits=phase_splits,
         )
     return written
 

@@ -25,7 +25,7 @@ public split, every counted, completed submission is considered.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from django.db import transaction
 from django.db.models import Q, QuerySet
@@ -36,9 +36,16 @@ from apps.submissions.models import SubmissionStatus
 PUBLIC = "public"
 
 
+def phase_splits(phase: Phase) -> list[tuple[str, bool]]:
+    """The phase's (split name, hidden) pairs."""
+    return list(Split.objects.filter(phase=phase).order_by().values_list("name", "hidden"))
+
+
 def team_lock(*, team_id: str) -> None:
     """Lock the team's row for the rest of the caller's transaction."""
-    list(Team.objects.select_for_update(of=("self",)).filter(pk=team_id).values_list("pk"))
+    # No ordering: Team's default one would join the challenge for nothing.
+    rows = Team.objects.select_for_update(of=("self",)).filter(pk=team_id).order_by()
+    list(rows.values_list("pk"))
 
 
 def eligible_entries(
@@ -58,7 +65,7 @@ def _candidates(
     """The entries a hidden split's row is chosen from."""
     if phase.final_selection == 0 or not has_public:
         return eligible
-    finals = list(eligible.filter(final=True).values_list("pk", flat=True))
+    finals = list(eligible.filter(final=True).order_by().values_list("pk", flat=True))
     if finals:
         return finals
     by_public = Score.objects.filter(
@@ -84,12 +91,15 @@ def team_best_rebuild(
     versions: Iterable[int] | None = None,
     hidden_only: bool = False,
     including: str | None = None,
+    splits: Sequence[tuple[str, bool]] | None = None,
 ) -> None:
     """Recompute the team's best rows in `versions` (default: every version the team has a
-    score or a row in). The caller holds the team lock (`team_lock`) in its transaction."""
+    score or a row in). The caller holds the team lock (`team_lock`) in its transaction.
+    `splits`: the phase's (name, hidden) pairs when the caller has them (`phase_splits`)."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("team_best_rebuild runs inside the transaction holding the team lock")
-    splits = list(Split.objects.filter(phase=phase).values_list("name", "hidden"))
+    if splits is None:
+        splits = phase_splits(phase)
     has_public = any(name == PUBLIC for name, _ in splits)
     names = [name for name, hidden in splits if hidden or not hidden_only]
     if versions is None:
