@@ -1,10 +1,11 @@
 """Handing tasks to django-q2: every task's dotted path, the broker this process enqueues with
-(built once), and the two ways to enqueue.
+(built once), and the three ways to enqueue.
 
 Every enqueue in the product goes through this module: `enqueue_on_commit` from a service (the
-task is handed over once the transaction commits), `enqueue` from a process loop outside any
-transaction (the plan watcher). The dotted paths below are the only place a task is named;
-periodic schedules (`apps.core.schedules`) name their tasks with them too.
+task is handed over once the transaction commits), `enqueue_in_transaction` on the job
+submission path (the ORM broker's queue row commits with the work), `enqueue` from a process
+loop outside any transaction (the plan watcher). The dotted paths below are the only place a
+task is named; periodic schedules (`apps.core.schedules`) name their tasks with them too.
 """
 
 from __future__ import annotations
@@ -138,3 +139,25 @@ def enqueue_on_commit(task: str, *args: Any, robust: bool = True) -> None:
     if task not in TASKS:
         raise ValueError(f"{task!r} is not a task of apps.core.queue.TASKS")
     transaction.on_commit(TaskEnqueue(task, args, robust=robust))
+
+
+def enqueue_in_transaction(task: str, *args: Any) -> None:
+    """Enqueue `task(*args)` with the current transaction's work.
+
+    With the ORM broker on the transaction's own database the queue row is inserted now,
+    inside the transaction: it commits with the work or not at all, and the request pays one
+    commit instead of two (the queue row's own autocommit). A refusal then fails the
+    transaction (the database refused a write: its commit would not have fared better). Any
+    other broker (Redis), or outside a transaction: `enqueue_on_commit` (robust)."""
+    from django_q.brokers.orm import ORM
+    from django_q.conf import Conf
+
+    connection = transaction.get_connection()
+    if (
+        connection.in_atomic_block
+        and connection.alias == Conf.ORM
+        and isinstance(task_broker(), ORM)
+    ):
+        enqueue(task, *args)
+        return
+    enqueue_on_commit(task, *args)

@@ -132,6 +132,7 @@ class ModelInsert:
     def __init__(self, model: type[Model]) -> None:
         self.model = model
         self._rendered: dict[tuple[str, bool], str] = {}
+        self._rendered_with: dict[tuple[str, SqlStatement], str] = {}
         ModelInsert.registry.append(self)
 
     def _fields(self, returning: bool) -> list[Any]:
@@ -153,18 +154,59 @@ class ModelInsert:
             self._rendered[(connection.vendor, returning)] = sql
         return sql
 
+    def _params(self, instance: Model, connection: Any, returning: bool) -> list[Any]:
+        return [
+            field.get_db_prep_save(field.pre_save(instance, True), connection)
+            for field in self._fields(returning)
+        ]
+
+    def params(self, instance: Model, *, using: str = "default") -> list[Any]:
+        """The values of every concrete field of `instance` (its primary key set), in the
+        order of the model's concrete fields, as `save` writes them: for a statement of the
+        caller's that inserts the row itself (then `inserted`)."""
+        return self._params(instance, connections[using], False)
+
+    def inserted(self, instance: Model, *, using: str = "default") -> None:
+        """Mark `instance` as saved (a statement of the caller's inserted it)."""
+        instance._state.adding = False
+        instance._state.db = using
+
     def save(self, instance: Model, *, using: str = "default") -> None:
         """Insert `instance` (a new one: IntegrityError on a conflict, like `create`)."""
         connection = connections[using]
         pk = self.model._meta.pk
         returning = pk is not None and getattr(instance, pk.attname) is None
-        params = [
-            field.get_db_prep_save(field.pre_save(instance, True), connection)
-            for field in self._fields(returning)
-        ]
+        params = self._params(instance, connection, returning)
         with connection.cursor() as cursor:
             cursor.execute(self.render(using, returning=returning), params)
             if returning:
                 setattr(instance, pk.attname, cursor.fetchone()[0])
-        instance._state.adding = False
-        instance._state.db = using
+        self.inserted(instance, using=using)
+
+    def save_with(
+        self,
+        instance: Model,
+        statement: SqlStatement,
+        params: Sequence[Any],
+        *,
+        using: str = "default",
+    ) -> int:
+        """PostgreSQL only: insert `instance` (its primary key already set) and run `statement`
+        (an UPDATE or DELETE, with its `params`) as ONE statement, `WITH ins AS (INSERT …)
+        <statement>`: one round trip instead of two. Both see the snapshot the statement
+        started with (`statement` does not see the new row; a deferred foreign key to it is
+        checked at commit). Returns `statement`'s row count; IntegrityError as `save`."""
+        connection = connections[using]
+        if connection.vendor != "postgresql":
+            raise NotImplementedError("an INSERT inside WITH needs PostgreSQL")
+        key = (connection.vendor, statement)
+        sql = self._rendered_with.get(key)
+        if sql is None:
+            sql = f"WITH ins AS ({self.render(using)}) {statement.render(using)}"
+            self._rendered_with[key] = sql
+        values = [*self._params(instance, connection, False), *params]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, values)
+            count = int(cursor.rowcount)
+        self.inserted(instance, using=using)
+        return count

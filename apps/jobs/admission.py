@@ -22,18 +22,25 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.core.logcontext import current_request_id
 from apps.core.models_utils import new_hex_id
-from apps.core.sql import ModelInsert
-from apps.jobs.models import Job
-from apps.jobs.selectors import QuotaUsage, quota_usage, rate_limit_retry_after
+from apps.core.sql import ModelInsert, SqlStatement
+from apps.jobs.models import IdempotencyKey, Job
+from apps.jobs.selectors import (
+    QUOTA_USAGE_SQL,
+    QuotaUsage,
+    quota_usage,
+    quota_usage_of,
+    quota_usage_params,
+    rate_limit_retry_after,
+)
 from apps.quotas.exceptions import CostLimitExceeded, RateLimited
 from apps.quotas.metrics import quota_denied
 from apps.quotas.models import Reservation
@@ -74,6 +81,7 @@ def job_admit(
     cost: float,
     reservation_id: str | None = None,
     exempt_from_daily_and_cost: bool = False,
+    insertion: JobInsertion | None = None,
 ) -> Admitted:
     """Admit one more job of `user` and insert it (`queued`), or raise the first refusal.
 
@@ -89,10 +97,40 @@ def job_admit(
     `exempt_from_daily_and_cost` (a staff regrade: the platform's decision, not the owner's)
     skips the rate and cost checks; the concurrent limit always holds. Locks, in order: the
     user's policy row, then the reservation row. Not idempotent: each call inserts a job (the
-    idempotency key protocol sits in front of it).
+    idempotency key protocol sits in front of it: `insertion`, given, inserts the job and
+    binds the key in the same statement where it can).
+
+    On PostgreSQL, for a job without a reservation nor exemption, the usage is counted and
+    the job inserted (and the key bound) in one statement (`_counted_insert`): the insert
+    happens only if the counts are under every limit, and the checks below run on the counts
+    it read only when it did not.
     """
     now = timezone.now()
     limits = quota_limits(policy=quota_policy_lock(user=user))
+    job = Job(
+        id=new_hex_id(),
+        owner_id=user.pk,
+        submission_id=submission_id,
+        config=config,
+        resource_class=resource_class,
+        cost=cost,
+        request_id=current_request_id(),
+    )
+    if (
+        insertion is not None
+        and reservation_id is None
+        and not exempt_from_daily_and_cost
+        and connection.vendor == "postgresql"
+    ):
+        usage, inserted = _counted_insert(job, limits=limits, now=now, insertion=insertion)
+        if not inserted:
+            _check_rate(user=user, limits=limits, usage=usage, now=now)
+            _check_cost(limits=limits, usage=usage, cost=cost)
+            if usage.concurrent >= limits.max_concurrent_jobs:
+                raise quota_exceeded_error(limits.max_concurrent_jobs)
+            insertion.job_insert(job, _JOB_INSERT)  # pragma: no cover - the same checks
+        return _admitted(job, limits=limits, usage=usage, concurrent_after=usage.concurrent + 1)
+
     usage = quota_usage(user_id=int(user.pk), now=now)
     if not exempt_from_daily_and_cost:
         _check_rate(user=user, limits=limits, usage=usage, now=now)
@@ -107,19 +145,19 @@ def job_admit(
             raise quota_exceeded_error(limits.max_concurrent_jobs)
         concurrent_after = usage.concurrent + 1
 
-    job = Job(
-        id=new_hex_id(),
-        owner_id=user.pk,
-        submission_id=submission_id,
-        config=config,
-        resource_class=resource_class,
-        cost=cost,
-        request_id=current_request_id(),
-    )
-    _JOB_INSERT.save(job)
+    if insertion is None:
+        _JOB_INSERT.save(job)
+    else:
+        insertion.job_insert(job, _JOB_INSERT)
     if reservation is not None:
         reservation_consume(reservation=reservation, job_id=job.pk, now=now)
-    cost_after = usage.cost_this_month + cost
+    return _admitted(job, limits=limits, usage=usage, concurrent_after=concurrent_after)
+
+
+def _admitted(
+    job: Job, *, limits: QuotaLimits, usage: QuotaUsage, concurrent_after: int
+) -> Admitted:
+    cost_after = usage.cost_this_month + job.cost
     return Admitted(
         job=job,
         quota_warnings=quota_warnings(
@@ -130,6 +168,81 @@ def job_admit(
         ),
         cost_limit_warning=cost_warning(used=cost_after, limit=limits.monthly_cost_limit),
     )
+
+
+class JobInsertion(Protocol):
+    """How the idempotency protocol inserts the new job (`IdempotentWork`): with the key's
+    bind in the same statement where it can."""
+
+    def key_bind(self, job: Job) -> tuple[str, list[Any]] | None: ...
+
+    def job_inserted(self, job: Job, bound: int | None) -> None: ...
+
+    def job_insert(self, job: Job, insert: ModelInsert) -> None: ...
+
+
+_JOB_FIELDS = Job._meta.concrete_fields
+_COUNTED_INSERTS: dict[tuple[bool, str | None], SqlStatement] = {}
+
+
+def _counted_insert_statement(*, cost_limited: bool, bind: str | None) -> SqlStatement:
+    """`WITH u AS (the usage), ins AS (INSERT the job if u is under the limits)[, b AS (the
+    key's bind if the job was inserted)] SELECT u's counts, whether inserted[, bound]`."""
+    statement = _COUNTED_INSERTS.get((cost_limited, bind))
+    if statement is not None:
+        return statement
+    columns = ", ".join(f"{{j.{field.name}}}" for field in _JOB_FIELDS)
+    marks = ", ".join("%s" for _ in _JOB_FIELDS)
+    # Only names and placeholders are formatted in; values are parameters.
+    sql = (
+        f"WITH u (active, last_day, month_cost, reserved) AS ({QUOTA_USAGE_SQL}),"  # noqa: S608
+        f" ins AS (INSERT INTO {{j}} ({columns}) SELECT {marks} FROM u"
+        " WHERE u.last_day < %s AND u.active + u.reserved < %s"
+        + (" AND u.month_cost + %s <= %s" if cost_limited else "")
+        + " RETURNING 1)"
+    )
+    if bind is not None:
+        sql += f", b AS ({bind} AND EXISTS (SELECT 1 FROM ins) RETURNING 1)"  # noqa: S608
+    sql += (
+        " SELECT u.active, u.last_day, u.month_cost, u.reserved, (SELECT COUNT(*) FROM ins)"  # noqa: S608
+        + (", (SELECT COUNT(*) FROM b)" if bind is not None else "")
+        + " FROM u"
+    )
+    statement = SqlStatement(sql, j=Job, r=Reservation, k=IdempotencyKey)
+    _COUNTED_INSERTS[(cost_limited, bind)] = statement
+    return statement
+
+
+def _counted_insert(
+    job: Job, *, limits: QuotaLimits, now: dt.datetime, insertion: JobInsertion
+) -> tuple[QuotaUsage, bool]:
+    """PostgreSQL, under the policy lock: count the user's usage and insert `job` only if it
+    is under the rate, cost and concurrent limits, binding the key in the same statement
+    (`insertion.key_bind`). One statement, issued after the lock was granted, as
+    `quota_usage` (its snapshot sees every job the lock's previous holder committed).
+    Returns the usage before this job and whether it was inserted."""
+    bind = insertion.key_bind(job)
+    cost_limit = limits.monthly_cost_limit
+    statement = _counted_insert_statement(
+        cost_limited=cost_limit is not None, bind=None if bind is None else bind[0]
+    )
+    params = [
+        *quota_usage_params(user_id=int(job.owner_id), now=now),
+        *_JOB_INSERT.params(job),
+        limits.max_jobs_per_day,
+        limits.max_concurrent_jobs,
+        *(() if cost_limit is None else (job.cost, cost_limit)),
+        *(() if bind is None else bind[1]),
+    ]
+    row = statement.fetchone(params)
+    if row is None:  # pragma: no cover - SELECT … FROM u answers u's one row
+        raise RuntimeError("the counted insert answered no row")
+    usage = quota_usage_of(row)
+    if not row[4]:
+        return usage, False
+    _JOB_INSERT.inserted(job)
+    insertion.job_inserted(job, None if bind is None else int(row[5]))
+    return usage, True
 
 
 def _check_rate(

@@ -115,17 +115,44 @@ class QuotaUsage:
 
 
 _ACTIVE_MARKS = ", ".join(["%s"] * len(ACTIVE_JOB_STATUSES))
-_USAGE = SqlStatement(
+# The usage's four counts as one row (`quota_usage_params`; `{j}` Job, `{r}` Reservation): a
+# template the jobs admission also uses inside its counted insert.
+QUOTA_USAGE_SQL = (
     # Only placeholders are formatted in (one `%s` per active status); values are parameters.
     "SELECT (SELECT COUNT(*) FROM {j} WHERE {j.owner} = %s"  # noqa: S608
     f" AND {{j.status}} IN ({_ACTIVE_MARKS})),"
     " (SELECT COUNT(*) FROM {j} WHERE {j.owner} = %s AND {j.created_at} > %s),"
     " (SELECT COALESCE(SUM({j.cost}), 0) FROM {j} WHERE {j.owner} = %s AND {j.created_at} >= %s),"
     " (SELECT COUNT(*) FROM {r} WHERE {r.user} = %s AND {r.consumed_at} IS NULL"
-    " AND {r.released_at} IS NULL AND {r.expires_at} > %s)",
-    j=Job,
-    r=Reservation,
+    " AND {r.released_at} IS NULL AND {r.expires_at} > %s)"
 )
+_USAGE = SqlStatement(QUOTA_USAGE_SQL, j=Job, r=Reservation)
+
+
+def quota_usage_params(*, user_id: int, now: dt.datetime) -> list[Any]:
+    """The parameters of `QUOTA_USAGE_SQL` for the user at `now`."""
+    adapt = connection.ops.adapt_datetimefield_value
+    return [
+        user_id,
+        *ACTIVE_JOB_STATUSES,
+        user_id,
+        adapt(now - ROLLING_WINDOW),
+        user_id,
+        adapt(month_start(now)),
+        user_id,
+        adapt(now),
+    ]
+
+
+def quota_usage_of(row: Sequence[Any] | None) -> QuotaUsage:
+    """The usage a row of `QUOTA_USAGE_SQL` gives (its first four columns)."""
+    row = row or (0, 0, 0, 0)  # an aggregate always answers one row
+    return QuotaUsage(
+        active_jobs=int(row[0]),
+        active_reservations=int(row[3]),
+        jobs_last_24h=int(row[1]),
+        cost_this_month=float(row[2] or 0),
+    )
 
 
 def quota_usage(*, user_id: int, now: dt.datetime) -> QuotaUsage:
@@ -138,26 +165,7 @@ def quota_usage(*, user_id: int, now: dt.datetime) -> QuotaUsage:
     holder. Written in SQL because it is on the submission hot path: the ORM's four
     subqueries cost several times the database's work (docs/benchmarks.md, raw SQL).
     """
-    adapt = connection.ops.adapt_datetimefield_value
-    row = _USAGE.fetchone(
-        [
-            user_id,
-            *ACTIVE_JOB_STATUSES,
-            user_id,
-            adapt(now - ROLLING_WINDOW),
-            user_id,
-            adapt(month_start(now)),
-            user_id,
-            adapt(now),
-        ]
-    )
-    row = row or (0, 0, 0, 0)  # an aggregate always answers one row
-    return QuotaUsage(
-        active_jobs=int(row[0]),
-        active_reservations=int(row[3]),
-        jobs_last_24h=int(row[1]),
-        cost_this_month=float(row[2] or 0),
-    )
+    return quota_usage_of(_USAGE.fetchone(quota_usage_params(user_id=user_id, now=now)))
 
 
 def rate_limit_retry_after(*, user_id: int, limit: int, now: dt.datetime) -> int:

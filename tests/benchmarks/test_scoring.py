@@ -30,6 +30,7 @@ from tests.benchmarks.scoring import (
     scores_of,
     zipped,
 )
+from tests.brokers import queued_tasks
 from tests.grading.conftest import sandbox_settings  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sandbox_settings")]
@@ -202,8 +203,8 @@ def test_a_code_submission_enqueued_through_the_jobs_api_is_scored(
             "/api/jobs/", {"submission_id": submission.pk}, format="json"
         )
     assert response.status_code == HTTPStatus.CREATED, response.content
-    [task] = [c for c in callbacks if isinstance(c, TaskEnqueue) and c.task == GRADE_JOB]
-    grade_job(*task.args)  # what the worker does with the delivered task
+    [args] = [args for task, *args in queued_tasks(callbacks) if task == GRADE_JOB]
+    grade_job(*args)  # what the worker does with the delivered task
     submission.refresh_from_db()
     assert submission.status == "completed"
     assert scores_of(Entry.objects.get(pk=submission.pk)) == PERFECT

@@ -13,15 +13,15 @@ import redis
 import time_machine
 from django.contrib.auth.models import User
 from django.utils import timezone
+from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
 from apps.core.queue import GRADE_JOB as GRADE_TASK
-from apps.core.queue import TaskEnqueue
 from apps.jobs.models import IdempotencyKey, Job, JobStatus
 from apps.jobs.services import job_transition
 from apps.quotas.models import QuotaPolicy, Reservation
 from apps.submissions.models import Submission, SubmissionFile, SubmissionStatus
-from tests.brokers import unreachable_broker
+from tests.brokers import queued_tasks, unreachable_broker
 from tests.factories.jobs import make_job
 from tests.factories.submissions import make_submission
 
@@ -31,11 +31,7 @@ Submit = Callable[..., Any]
 
 
 def _grade_callbacks(callbacks: list[Callable[[], Any]]) -> list[tuple[Any, ...]]:
-    return [
-        (callback.task, *callback.args)
-        for callback in callbacks
-        if isinstance(callback, TaskEnqueue)
-    ]
+    return queued_tasks(callbacks)
 
 
 def test_new_job_is_queued_and_seals_the_submission(
@@ -80,6 +76,7 @@ def test_replay_returns_the_jobs_current_status_and_enqueues_nothing(
     body = {"submission_id": ready_submission.pk, "idempotency_key": "ci-build-abc123"}
     job_id = submit(body).json()["job_id"]
     job_transition(job=Job.objects.get(pk=job_id), to=JobStatus.RUNNING)
+    OrmQ.objects.all().delete()  # the first submission's task
 
     with django_capture_on_commit_callbacks() as callbacks:
         replay = submit(body)

@@ -22,7 +22,7 @@ import secrets
 from functools import partial
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from apps.benchmarks.exceptions import NotParticipant, PhaseClosed
@@ -36,8 +36,13 @@ from apps.benchmarks.models import (
     TeamMember,
 )
 from apps.benchmarks.selectors import challenge_get_seen, participant_get
-from apps.benchmarks.services.phase_limits import phase_limits_admit, phase_limits_count_if_under
+from apps.benchmarks.services.phase_limits import (
+    PhaseLimits,
+    phase_limits_admit,
+    phase_limits_count_if_under,
+)
 from apps.core.exceptions import NotFound
+from apps.core.sql import SqlStatement
 from apps.jobs.admission_checks import AdmissionCandidate
 from apps.submissions.contexts import SubmissionContext
 from apps.submissions.models import Submission, SubmissionKind, filename_fold
@@ -169,6 +174,20 @@ def _random_name(base: str) -> str:
     return _fit(base, f"-{secrets.token_hex(4)}")
 
 
+# The entry's team and phase, whether the phase is open at the given moment (twice) and its
+# limits: plain SQL, once per phase job submission (the ORM spent longer compiling this join
+# than PostgreSQL spent running it). PostgreSQL locks the entry's team row; on SQLite the
+# job's IMMEDIATE transaction already serializes every writer.
+_ENTRY_PHASE_SQL = (
+    "SELECT e.{e.team}, p.{p.id}, p.{p.start} <= %s AND (p.{p.end} IS NULL OR %s < p.{p.end}),"
+    " p.{p.limit_per_day}, p.{p.limit_total}, p.{p.limit_concurrent}"
+    " FROM {e} e JOIN {p} p ON p.{p.id} = e.{e.phase} JOIN {t} t ON t.{t.id} = e.{e.team}"
+    " WHERE e.{e.submission} = %s"
+)
+_ENTRY_PHASE = SqlStatement(_ENTRY_PHASE_SQL, e=Entry, p=Phase, t=Team)
+_ENTRY_PHASE_LOCK = SqlStatement(_ENTRY_PHASE_SQL + " FOR UPDATE OF t", e=Entry, p=Phase, t=Team)
+
+
 def phase_admission_check(candidate: AdmissionCandidate) -> None:
     """At enqueue (inside the job's transaction, the submission row locked): PhaseClosed
     unless the submission's phase accepts submissions now (also when the phase is gone: a
@@ -181,30 +200,39 @@ def phase_admission_check(candidate: AdmissionCandidate) -> None:
     again under the lock, since a leave may have committed in between.
 
     Two statements when the submitter is still in the entry's team and under its limits (the
-    usual case): read the entry and its phase with the entry's team row locked, then count the
-    entry in one conditional UPDATE whose subqueries check the membership and every limit
+    usual case), both plain SQL: read the entry's phase (its window and limits) with the
+    entry's team row locked (`_ENTRY_PHASE_LOCK`), then count the entry in one conditional
+    UPDATE whose subqueries check the membership and every limit
     (`phase_limits_count_if_under`). Otherwise, still under that lock, the general path below
-    finds the current team (or makes a team of one), locks it, and admits or refuses."""
-    entry = (
-        Entry.objects.select_related("phase", "team")
-        .select_for_update(of=("team",))
-        .filter(submission_id=candidate.submission_id)
-        .order_by()
-        .first()
-    )
-    if entry is None:
+    reads the entry with its phase, finds the current team (or makes a team of one), locks it,
+    and admits or refuses."""
+    locked = _ENTRY_PHASE_LOCK if connection.features.has_select_for_update else _ENTRY_PHASE
+    now = connection.ops.adapt_datetimefield_value(candidate.now)
+    row = locked.fetchone([now, now, candidate.submission_id])
+    if row is None:
         raise PhaseClosed("The phase of this submission no longer exists.")
-    phase_assert_open(entry.phase, candidate.now)
+    team_id, phase_id, is_open, per_day, total, concurrent = row
+    if not is_open:
+        phase_assert_open(Phase.objects.get(pk=phase_id), candidate.now)
     user_id = int(candidate.user.pk)
+    limits = PhaseLimits(phase_id=phase_id, per_day=per_day, total=total, concurrent=concurrent)
     if phase_limits_count_if_under(
-        entry=entry, team_id=entry.team_id, user_id=user_id, now=candidate.now
+        entry_id=candidate.submission_id,
+        limits=limits,
+        team_id=team_id,
+        user_id=user_id,
+        now=candidate.now,
     ):
         return
+    entry = Entry.objects.select_related("phase").get(pk=candidate.submission_id)
     challenge = Challenge.objects.get(pk=entry.phase.challenge_id)
     for _attempt in range(_NAME_ATTEMPTS):
         team = team_for_submitter(challenge=challenge, user=candidate.user)
-        locked = Team.objects.select_for_update(of=("self",)).filter(pk=team.pk).first()
-        if locked is not None and TeamMember.objects.filter(team=locked, user_id=user_id).exists():
-            phase_limits_admit(entry=entry, team=locked, now=candidate.now)
+        team_row = Team.objects.select_for_update(of=("self",)).filter(pk=team.pk).first()
+        if (
+            team_row is not None
+            and TeamMember.objects.filter(team=team_row, user_id=user_id).exists()
+        ):
+            phase_limits_admit(entry=entry, team=team_row, now=candidate.now)
             return
     raise PhaseClosed("Your team changed while this submission was enqueued; try again.")

@@ -54,11 +54,17 @@ _KEY_INSERT = ModelInsert(IdempotencyKey)
 # when the statement began (it never sees the row the INSERT adds). So one part answers: the
 # new claim's id, or the existing row (as `idempotency_key_lookup` reads it); neither when a
 # concurrent request's claim committed while this statement waited on it.
+# The claim's own commit does not wait for its WAL flush (`synchronous_commit` off for this
+# statement's transaction, set by the statement itself: no extra round trip). A crash can then
+# lose a claim, never a job: the job's transaction commits synchronously, and flushing its
+# commit record flushes every earlier record, the claim's included; a lost claim only lets a
+# retry claim the key afresh (docs/decisions.md).
 _CLAIM_OR_READ = SqlStatement(
     "WITH ins AS (INSERT INTO {k} ({k.user}, {k.key}, {k.fingerprint}, {k.lock_token},"
     " {k.locked_at}, {k.created_at}, {k.expires_at}) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-    " ON CONFLICT DO NOTHING RETURNING {k.id})"
-    " SELECT ins.{k.id}, NULL, NULL, NULL, NULL FROM ins UNION ALL"
+    " ON CONFLICT DO NOTHING RETURNING {k.id}),"
+    " nosync AS (SELECT set_config('synchronous_commit', 'off', true))"
+    " SELECT ins.{k.id}, NULL, NULL, NULL, NULL FROM ins, nosync UNION ALL"
     " SELECT NULL, k.{k.fingerprint}, k.{k.expires_at} > %s, k.{k.job}, j.{j.status} FROM {k} k"
     " LEFT JOIN {j} j ON j.{j.id} = k.{k.job} WHERE k.{k.user} = %s AND k.{k.key} = %s",
     k=IdempotencyKey,
@@ -291,22 +297,28 @@ def _idempotency_claim_locked(attempt: _ClaimAttempt) -> IdempotencyClaim:
             ) from exc
 
 
+def _bind_params(*, claim: IdempotencyClaim, job: Job, ttl_hours: float) -> list[Any]:
+    expires = timezone.now() + dt.timedelta(hours=ttl_hours)
+    return [job.pk, connection.ops.adapt_datetimefield_value(expires), claim.key_id, claim.token]
+
+
+def _taken_over() -> IdempotencyRequestInProgress:
+    now = timezone.now()
+    return IdempotencyRequestInProgress(
+        "This request took too long and another request with the same idempotency key "
+        "took over; retry to get its result.",
+        retry_after=idempotency_retry_after(locked_at=None, now=now),
+    )
+
+
 def idempotency_bind(*, claim: IdempotencyClaim, job: Job, ttl_hours: float) -> None:
     """Bind the claimed key to `job`, in the job's transaction, only while still holding it.
 
     If the claim was taken over (this request overran `IDEMPOTENCY_LOCK_TIMEOUT`), raises
     IdempotencyRequestInProgress, which rolls the job back: a key never names two jobs.
     """
-    expires = timezone.now() + dt.timedelta(hours=ttl_hours)
-    bound = _BIND.rowcount(
-        [job.pk, connection.ops.adapt_datetimefield_value(expires), claim.key_id, claim.token]
-    )
-    if bound != 1:
-        raise IdempotencyRequestInProgress(
-            "This request took too long and another request with the same idempotency key "
-            "took over; retry to get its result.",
-            retry_after=idempotency_retry_after(locked_at=None, now=expires),
-        )
+    if _BIND.rowcount(_bind_params(claim=claim, job=job, ttl_hours=ttl_hours)) != 1:
+        raise _taken_over()
 
 
 def idempotency_release(*, claim: IdempotencyClaim) -> None:
@@ -319,10 +331,43 @@ def idempotency_release(*, claim: IdempotencyClaim) -> None:
 @dataclass
 class IdempotentWork:
     """What `idempotent_transaction` yields: the job a finished key names (`replay`: do
-    nothing, answer it), else a transaction to run, whose job the body sets (`job`)."""
+    nothing, answer it), else a transaction to run, whose job the body inserts with
+    `job_insert` (the key is bound to it then, or at the end of the transaction)."""
 
     replay: Job | None = None
     job: Job | None = None
+    claim: IdempotencyClaim | None = None
+    ttl_hours: float = 0
+    bound: bool = False
+
+    def key_bind(self, job: Job) -> tuple[str, list[Any]] | None:
+        """PostgreSQL with a claimed key: the bind of the key to the new `job` (`_BIND`'s
+        template and parameters), for the statement that inserts the job to run as well, so
+        that both are one round trip; None otherwise (the key is bound at the end of the
+        transaction). The caller reports the bind's row count to `job_inserted`."""
+        if self.claim is None or connection.vendor != "postgresql":
+            return None
+        return _BIND.template, _bind_params(claim=self.claim, job=job, ttl_hours=self.ttl_hours)
+
+    def job_inserted(self, job: Job, bound: int | None) -> None:
+        """The body inserted `job`, the work's job; `bound` is the row count of the key's bind
+        run by that INSERT (None: not run there). IdempotencyRequestInProgress, rolling the
+        job back, when the claim was taken over meanwhile."""
+        if bound is not None:
+            if bound != 1:
+                raise _taken_over()
+            self.bound = True
+        self.job = job
+
+    def job_insert(self, job: Job, insert: ModelInsert) -> None:
+        """Insert the body's new `job` (with `insert`, a `ModelInsert(Job)`), binding the
+        claimed key in the same statement where it can (`key_bind`)."""
+        bind = self.key_bind(job)
+        if bind is None:
+            insert.save(job)
+            self.job_inserted(job, None)
+        else:
+            self.job_inserted(job, insert.save_with(job, _BIND, bind[1]))
 
 
 @contextmanager
@@ -335,9 +380,10 @@ def idempotent_transaction(
     The claim is committed on its own before the body runs (`idempotency_claim`: it raises
     IdempotencyKeyReused or IdempotencyRequestInProgress). A finished key yields its job as
     `replay` and opens no transaction. Otherwise the body runs inside `transaction.atomic()`
-    and sets `work.job`; the key is bound to it by compare-and-set on the claim's token in the
-    same transaction (IdempotencyRequestInProgress, rolling the job back, when the claim was
-    taken over meanwhile). Any exception leaving the block, the bind's included, rolls the
+    and inserts its job with `work.job_insert` (or sets `work.job`); the key is bound to it
+    by compare-and-set on the claim's token in the same transaction, in the job's INSERT on
+    PostgreSQL (IdempotencyRequestInProgress, rolling the job back, when the claim was taken
+    over meanwhile). Any exception leaving the block, the bind's included, rolls the
     transaction back and releases the claim (a retry runs every check again). Without a key
     (`None`) it is only the transaction. Must not be called inside a transaction.
     """
@@ -347,11 +393,11 @@ def idempotent_transaction(
         if claim.replay is not None:
             yield IdempotentWork(replay=claim.replay)
             return
-    work = IdempotentWork()
+    work = IdempotentWork(claim=claim, ttl_hours=ttl_hours)
     try:
         with transaction.atomic():
             yield work
-            if claim is not None:
+            if claim is not None and not work.bound:
                 if work.job is None:
                     raise RuntimeError("an idempotent transaction ended without its job")
                 idempotency_bind(claim=claim, job=work.job, ttl_hours=ttl_hours)

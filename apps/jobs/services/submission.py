@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from apps.core.exceptions import InvalidRequest, InvalidTransition
 from apps.core.logcontext import log_bind
-from apps.core.queue import GRADE_JOB, enqueue_on_commit
+from apps.core.queue import GRADE_JOB, enqueue_in_transaction
 from apps.core.validation import contains_nul
 from apps.jobs.admission import job_admit
 from apps.jobs.admission_checks import AdmissionCandidate, admission_checks_run
@@ -26,6 +26,7 @@ from apps.jobs.exceptions import DuplicateInFlight, MissingFiles
 from apps.jobs.metrics import counts_submission_refusals, job_submission_counted
 from apps.jobs.models import Job
 from apps.jobs.services.idempotency import (
+    IdempotentWork,
     idempotency_fingerprint,
     idempotency_key_resolve,
     idempotent_transaction,
@@ -91,8 +92,9 @@ def job_submit(
     the submission's kind (`apps.jobs.admission_checks`: a phase's `phase_closed`, its team
     limits) → rate, cost and concurrent quota under
     the user's policy lock (RateLimited, CostLimitExceeded, QuotaExceeded,
-    ReservationNotActive) → create the job, consume the reservation, bind the key — one
-    transaction (`idempotent_transaction`) — → enqueue `grade_job` after commit. Locks, in
+    ReservationNotActive) → create the job, consume the reservation, bind the key, enqueue
+    `grade_job` (the ORM broker's queue row; another broker's after commit) — one
+    transaction (`idempotent_transaction`). Locks, in
     order: idempotency key row (own short transaction), then submission row → policy row →
     reservation row. Must not be called inside a transaction.
     """
@@ -116,6 +118,7 @@ def job_submit(
                 job_submission_counted(created=False)
                 return SubmitResult(job=work.replay, created=False)
             result = _job_create(
+                work,
                 user=user,
                 submission_id=submission_id,
                 config=config,
@@ -123,8 +126,7 @@ def job_submit(
                 cost=cost,
                 reservation_id=reservation_id,
             )
-            work.job = result.job
-            enqueue_on_commit(GRADE_JOB, result.job.pk)
+            enqueue_in_transaction(GRADE_JOB, result.job.pk)
     except _InFlightConflict as conflict:
         submission = submission_get(submission_id=submission_id)
         raise _duplicate_in_flight(submission) from conflict.__cause__
@@ -189,6 +191,7 @@ def _submission_seal(*, user: AbstractBaseUser, submission_id: str) -> str:
 
 
 def _job_create(
+    work: IdempotentWork,
     *,
     user: AbstractBaseUser,
     submission_id: str,
@@ -208,6 +211,7 @@ def _job_create(
         resource_class=resource_class,
         cost=cost,
         reservation_id=reservation_id,
+        insertion=work,
     )
     return SubmitResult(
         job=admitted.job,
