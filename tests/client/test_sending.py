@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import cast
 
 import h11
 
@@ -33,6 +34,6 @@ def test_h11_sends_a_bytes_chunk_as_the_same_object() -> None:
     chunk = os.urandom(6)
     assert connection.send(h11.Data(data=chunk)) is chunk
     view = memoryview(bytearray(os.urandom(6)))
-    sent = connection.send(h11.Data(data=view))
+    sent = connection.send(h11.Data(data=cast(bytes, view)))  # what httpx passes through
     assert sent is not view
     assert bytes(sent) == bytes(view)
