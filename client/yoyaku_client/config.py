@@ -217,8 +217,16 @@ class ResumableState:
             self.path.unlink()
 
 
+#: The folders pruned by this process: once is enough (a state file is saved after every
+#: file of an upload, and the folder may hold a month of CI runs' files).
+_PRUNED: set[Path] = set()
+
+
 def _prune_old_states(folder: Path) -> None:
     """State files untouched for a month are of no use (drafts live 7 days, keys 24 h)."""
+    if folder in _PRUNED:
+        return
+    _PRUNED.add(folder)
     cutoff = time.time() - STATE_MAX_AGE
     with contextlib.suppress(OSError):
         for entry in folder.iterdir():

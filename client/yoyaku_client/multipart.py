@@ -82,17 +82,16 @@ class MultipartStream:
         pieces.append(closing)
         return pieces
 
-    def __iter__(self) -> Iterator[bytes | memoryview]:
+    def __iter__(self) -> Iterator[bytes]:
         sent = 0
         total = self.length
         report = self._progress
         if report is not None:
             report(0, total)
         pieces = self._preambles()
-        # One buffer for the whole body: each chunk is handed out as a view of it, which the
-        # HTTP layer copies into its own send buffer before asking for the next one.
-        buffer = bytearray(CHUNK_SIZE)
-        view = memoryview(buffer)
+        # Each chunk is a bytes object of its own: the HTTP layer (h11) hands a lone `bytes`
+        # chunk to the socket as it is, where a view of a reused buffer would be copied once
+        # more (`b"".join` of a memoryview); the file's bytes are copied once, by `read`.
         for index, part in enumerate(self._files):
             yield pieces[index]
             sent += len(pieces[index])
@@ -100,12 +99,12 @@ class MultipartStream:
             with open(part.path, "rb", buffering=0) as handle:
                 self._open.append(handle)
                 while left > 0:
-                    count = handle.readinto(view[: min(CHUNK_SIZE, left)])
-                    if not count:
+                    chunk = handle.read(min(CHUNK_SIZE, left))
+                    if not chunk:
                         raise OSError(f"{part.path} shrank while it was being sent")
-                    left -= count
-                    sent += count
-                    yield view[:count]
+                    left -= len(chunk)
+                    sent += len(chunk)
+                    yield chunk
                     if report is not None:
                         report(sent, total)
                 self._open.remove(handle)

@@ -238,9 +238,13 @@ class ProgressReporter(QuietReporter):
             TimeRemainingColumn(),
             console=self.console,
             transient=False,
-            refresh_per_second=5,
+            # Redrawn when something moved (at most 5 times a second), not by a thread of
+            # its own on a clock: a round stretched by a busy machine or a slow answer costs
+            # no redraws of bars that did not move.
+            auto_refresh=False,
         )
         self._last_update = 0.0
+        self._last_draw = 0.0
         self._hash: TaskID | None = None
         self._overall: TaskID | None = None
         self._file: TaskID | None = None
@@ -258,9 +262,15 @@ class ProgressReporter(QuietReporter):
         self.progress.start()
         self._hash = self.progress.add_task("hashing", total=total_bytes or 1)
 
+    def _draw(self, now: float) -> None:
+        if now - self._last_draw >= 0.2:
+            self._last_draw = now
+            self.progress.refresh()
+
     def hashing_advanced(self, count: int) -> None:
         if self._hash is not None:
             self.progress.advance(self._hash, count)
+            self._draw(time.monotonic())
 
     def hashing_finished(self) -> None:
         if self._hash is not None:
@@ -283,7 +293,7 @@ class ProgressReporter(QuietReporter):
     def file_progress(self, item: LocalFile, sent: int, total: int) -> None:
         now = time.monotonic()
         if sent < total and now - self._last_update < 0.05:
-            return  # the bars redraw 5 times a second: more updates would only cost CPU
+            return  # the bars redraw at most 5 times a second: more would only cost CPU
         self._last_update = now
         # `sent` counts the whole multipart body; scale it to the file's own bytes.
         done = item.size if total <= 0 else min(item.size, sent * item.size // total)
@@ -291,6 +301,7 @@ class ProgressReporter(QuietReporter):
             self.progress.update(self._file, completed=done)
         if self._overall is not None:
             self.progress.update(self._overall, completed=self._base + done)
+        self._draw(now)
 
     def file_finished(self, item: LocalFile, index: int, count: int, *, created: bool) -> None:
         self._base += item.size

@@ -303,7 +303,8 @@ class Transport:
 
 
 def _chunks(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes]:
-    # httpx types request content as bytes; h11 takes any buffer and copies it into its own
-    # send buffer at once (b"".join), so a view of a reused buffer is safe and saves a copy.
+    # httpx types request content as bytes. h11 hands a lone `bytes` chunk to the socket as
+    # it is and copies any other buffer first (b"".join), so a view of a buffer that the body
+    # reuses is safe, but costs a copy that a `bytes` chunk does not.
     for chunk in chunks:
         yield cast(bytes, chunk)

@@ -5,12 +5,14 @@ gone once attached) and the size rules learned from the server's limits."""
 from __future__ import annotations
 
 import json
+import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
 
-from yoyaku_client.config import ResumableState
+from yoyaku_client.config import STATE_MAX_AGE, ResumableState, UploadState
 from yoyaku_client.submit import LocalFile, LocalRefusal
 from yoyaku_client.submit.packing import check_sizes
 
@@ -73,3 +75,23 @@ def test_a_submission_of_large_files_only_is_not_refused_locally() -> None:
     with pytest.raises(LocalRefusal) as refused:
         check_sizes(_files(101, 500), max_size=100, resumable_max=None)
     assert len(refused.value.problems) == 2
+
+
+def test_a_month_old_state_file_goes_at_the_first_save_of_a_run_only(config_dir: Path) -> None:
+    folder = config_dir / "uploads"
+    folder.mkdir(parents=True)
+    old = folder / f"{'0' * 32}.json"
+    month_ago = time.time() - STATE_MAX_AGE - 60
+
+    def age() -> None:
+        old.write_text("{}\n")
+        os.utime(old, (month_ago, month_ago))
+
+    age()
+    state = UploadState.load(SERVER, "alice", "key-1")
+    state.save()
+    assert not old.exists()
+    assert state.path.exists()
+    age()
+    state.save()  # the folder is looked through once per run, not after every file
+    assert old.exists()

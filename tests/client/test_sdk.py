@@ -363,6 +363,21 @@ def test_the_package_imports_without_django() -> None:
     assert done.stdout.strip() == "0.1.0"
 
 
+def test_the_package_leaves_httpx_command_line_unimported_yet_importable() -> None:
+    # httpx imports its own command line (pygments, rich's syntax highlighting) unless told
+    # not to: the client's start-up skips it, and a program importing it later still can.
+    code = (
+        "import sys, yoyaku_client.cli\n"
+        "assert 'pygments' not in sys.modules and 'httpx._main' not in sys.modules\n"
+        "import httpx._main\n"
+        "print(httpx._main.__name__, 'pygments' in sys.modules)\n"
+    )
+    # Not isolated (-I): the client under test is the one PYTHONPATH names, if any.
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["httpx._main", "True"]
+
+
 @pytest.mark.slow
 def test_the_client_builds_as_its_own_wheel_with_every_module_and_the_console_script(
     tmp_path: Path,

@@ -12,7 +12,7 @@ from typing import Any
 from yoyaku_client.endpoints.base import ApiBase
 from yoyaku_client.models import FileInfo, Submission, SubmissionPage, UploadedFile
 from yoyaku_client.multipart import FilePart, ProgressCallback, multipart_body
-from yoyaku_client.transport import Safety
+from yoyaku_client.transport import Body, Safety
 
 #: The metadata entry that ties a submission to the client's upload (its idempotency key), so
 #: that a lost answer, a killed process or a CI re-run finds the same draft again.
@@ -22,6 +22,17 @@ UPLOAD_KEY_FIELD = "yoyaku_upload_key"
 def _file_part(path: Path | str, filename: str | None, field_name: str) -> FilePart:
     source = Path(path)
     return FilePart(path=source, filename=filename or source.name, field=field_name)
+
+
+def _draft_fields(
+    entrypoint: str, config_file: str, question_id: str, skill: str, challenge: str, phase: str
+) -> list[tuple[str, str]]:
+    """A new draft's settings: a phase's submission names its challenge and phase (and no
+    question or skill)."""
+    fields = [("entrypoint", entrypoint), ("config_file", config_file)]
+    if challenge or phase:
+        return [*fields, ("challenge", challenge), ("phase", phase)]
+    return [*fields, ("question_id", question_id), ("skill", skill)]
 
 
 class SubmissionsApi(ApiBase):
@@ -54,15 +65,9 @@ class SubmissionsApi(ApiBase):
         key = upload_key or f"sdk-{uuid.uuid4().hex}"
         meta = {**dict(metadata or {}), UPLOAD_KEY_FIELD: key}
         fields = [
-            ("entrypoint", entrypoint),
-            ("config_file", config_file),
+            *_draft_fields(entrypoint, config_file, question_id, skill, challenge, phase),
             ("metadata", json.dumps(meta, separators=(",", ":"), sort_keys=True)),
-            ("question_id", question_id),
-            ("skill", skill),
         ]
-        if challenge or phase:  # a phase's submission (no question or skill then)
-            fields = [f for f in fields if f[0] not in ("question_id", "skill")]
-            fields += [("challenge", challenge), ("phase", phase)]
         headers = {"X-Content-SHA256": sha256} if sha256 and len(files) == 1 else None
         body = multipart_body(
             fields,
@@ -70,18 +75,7 @@ class SubmissionsApi(ApiBase):
             progress=progress,
             extra_headers=headers,
         )
-        started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
-
-        def recover() -> Submission | None:
-            found = self.find_submissions(upload_key=key, created_after=started)
-            return found[0] if found else None
-
-        answer = self.transport.request(
-            "POST", "/submissions/", body=body, safety=Safety.RECOVERABLE, recover=recover
-        )
-        if isinstance(answer, Submission):
-            return answer
-        return Submission.from_api(answer.json())
+        return self._create_draft(key, body=body)
 
     def create_submission_from_upload(
         self,
@@ -102,18 +96,19 @@ class SubmissionsApi(ApiBase):
         be sent whole). Found again by `upload_key` after a lost answer, as
         `create_submission`."""
         key = upload_key or f"sdk-{uuid.uuid4().hex}"
+        fields = _draft_fields(entrypoint, config_file, question_id, skill, challenge, phase)
         body: dict[str, Any] = {
             "upload_id": upload_id,
             "filename": filename,
             "metadata": {**dict(metadata or {}), UPLOAD_KEY_FIELD: key},
+            # A blank entrypoint or config file (a predictions phase's) is not sent.
+            **{k: v for k, v in fields if v or k not in ("entrypoint", "config_file")},
         }
-        body.update(
-            {k: v for k, v in (("entrypoint", entrypoint), ("config_file", config_file)) if v}
-        )
-        if challenge or phase:
-            body.update(challenge=challenge, phase=phase)
-        else:
-            body.update(question_id=question_id, skill=skill)
+        return self._create_draft(key, json=body)
+
+    def _create_draft(self, key: str, *, body: Body | None = None, json: Any = None) -> Submission:
+        """`POST /api/submissions/` (a multipart `body` or a `json` one), found again by its
+        upload key when an attempt's answer was lost."""
         started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
 
         def recover() -> Submission | None:
@@ -121,7 +116,12 @@ class SubmissionsApi(ApiBase):
             return found[0] if found else None
 
         answer = self.transport.request(
-            "POST", "/submissions/", json=body, safety=Safety.RECOVERABLE, recover=recover
+            "POST",
+            "/submissions/",
+            body=body,
+            json=json,
+            safety=Safety.RECOVERABLE,
+            recover=recover,
         )
         if isinstance(answer, Submission):
             return answer

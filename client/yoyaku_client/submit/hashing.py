@@ -17,12 +17,20 @@ from yoyaku_client.submit.packing import LocalFile
 HASH_CHUNK = 4 * 1024 * 1024
 
 
-def _sha256_file(path: Path, progress: Callable[[int], None] | None) -> str:
+class _Stopped(Exception):
+    """The queue was closed while this file was being hashed."""
+
+
+def _sha256_file(
+    path: Path, progress: Callable[[int], None] | None, stop: threading.Event | None = None
+) -> str:
     digest = hashlib.sha256()
     buffer = bytearray(HASH_CHUNK)
     view = memoryview(buffer)
     with open(path, "rb", buffering=0) as handle:
         while True:
+            if stop is not None and stop.is_set():
+                raise _Stopped(str(path))
             count = handle.readinto(buffer)
             if not count:
                 break
@@ -39,6 +47,8 @@ class HashQueue:
     With an explicit idempotency key only file i's hash is needed before file i is sent
     (`X-Content-SHA256`), so one thread hashes ahead while earlier files upload; a derived key
     needs every hash first, so several threads share the work (hashlib releases the GIL).
+    `close()` stops a file being hashed within one read, so the queue may start before the
+    files are known to be accepted.
     """
 
     def __init__(
@@ -54,10 +64,13 @@ class HashQueue:
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, workers), thread_name_prefix="yoyaku-hash"
         )
+        self._stop = threading.Event()
         self._futures: dict[int, Future[str]] = {}
         for item in files:
             if not item.sha256:
-                self._futures[id(item)] = self._pool.submit(_sha256_file, item.path, self._report)
+                self._futures[id(item)] = self._pool.submit(
+                    _sha256_file, item.path, self._report, self._stop
+                )
         self._items = list(files)
         self._remaining = len(self._futures)
         self._done = done
@@ -89,6 +102,7 @@ class HashQueue:
             self.digest(item)
 
     def close(self) -> None:
+        self._stop.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 from yoyaku_client.client import Client
 from yoyaku_client.config import UploadState
@@ -32,14 +33,9 @@ class Submitter(ResumeSteps, UploadSteps):
                 extensions=options.file_types,
                 sizes=False,
             )
-        self.limits = self.client.upload_limits()
-        if options.local_checks:
-            check_sizes(
-                files,
-                max_size=self.limits.max_upload_file_size,
-                resumable_max=self.limits.max_resumable_upload_size,
-            )
         explicit = options.idempotency_key is not None
+        # Hashing starts now, beside the first requests; should the server's size limits
+        # refuse a file, closing the queue stops it within one read.
         self.reporter.hashing_started(sum(f.size for f in files))
         hashes = HashQueue(
             files,
@@ -48,7 +44,17 @@ class Submitter(ResumeSteps, UploadSteps):
             workers=1 if explicit else min(4, os.cpu_count() or 1, max(1, len(files))),
         )
         try:
-            me = self.client.me()
+            # Who we are (for the key and the state file) is asked beside the limits.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="yoyaku-me") as pool:
+                asked = pool.submit(self.client.me)
+                self.limits = self.client.upload_limits()
+                if options.local_checks:
+                    check_sizes(
+                        files,
+                        max_size=self.limits.max_upload_file_size,
+                        resumable_max=self.limits.max_resumable_upload_size,
+                    )
+                me = asked.result()
             self.username = me.username
             if options.idempotency_key is None:
                 hashes.wait_all()
