@@ -136,6 +136,9 @@ class Runner:
             # No such shell here: bash runs the part that prints the completion script.
             text = re.sub(r'^eval "\$\((.*?)\)"', r"\1", text).replace(" | source", "")
             shell = "bash"
+        elif shell == "zsh":
+            # The documented line goes in ~/.zshrc after `compinit`, which defines `compdef`.
+            text = f"autoload -Uz compinit && compinit -u -D\n{text}"
         env = cli.env(
             YOYAKU_PASSWORD=PASSWORD,
             GITHUB_SHA="0123abcd",
