@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.files.storage import storages
@@ -40,6 +41,8 @@ from apps.submissions.resumable.s3send import PartSender
 
 S3_MIN_PART = 5 * 1024 * 1024
 COPY_CHUNK = 1024 * 1024
+# S3 may take minutes to assemble a large object on CompleteMultipartUpload.
+COMPLETE_READ_TIMEOUT = 900
 
 
 def part_size() -> int:
@@ -278,15 +281,35 @@ def finish(key: str) -> None:
             Bucket=bucket, Key=name, UploadId=upload_id, PartNumber=1, Body=b""
         )
         parts.append({"PartNumber": 1, "ETag": answer["ETag"]})
-    client.complete_multipart_upload(
-        Bucket=bucket,
-        Key=name,
-        UploadId=upload_id,
-        MultipartUpload={
-            "Parts": [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in parts]
-        },
-    )
+    try:
+        _completion_client().complete_multipart_upload(
+            Bucket=bucket,
+            Key=name,
+            UploadId=upload_id,
+            MultipartUpload={
+                "Parts": [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in parts]
+            },
+        )
+    except (BotoCoreError, ClientError):
+        # A completion whose answer was lost (and whose retry found the upload gone) is done.
+        if _multipart_id(client, bucket, name, create=False) is not None:
+            raise
+        client.head_object(Bucket=bucket, Key=name)
     _remove_tails(key)
+
+
+def _completion_client() -> Any:
+    """The default storage's S3 client with a long read timeout, for CompleteMultipartUpload
+    (built as django-storages builds its own)."""
+    storage: Any = storages["default"]
+    return storage._create_session().client(
+        "s3",
+        region_name=storage.region_name,
+        use_ssl=storage.use_ssl,
+        endpoint_url=storage.endpoint_url,
+        config=storage.client_config.merge(Config(read_timeout=COMPLETE_READ_TIMEOUT)),
+        verify=storage.verify,
+    )
 
 
 def _remove_tails(key: str) -> None:
