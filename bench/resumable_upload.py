@@ -158,7 +158,7 @@ def main() -> None:
             _, resumed, _ = resumable(port, token, source, append, stop_at=size // 2)
             where = "local disk"
             if os.environ.get("BENCH_S3") == "1":
-                part = int(os.environ.get("UPLOAD_S3_PART_SIZE", str(8 * MB)))
+                part = int(os.environ.get("UPLOAD_S3_PART_SIZE", str(16 * MB)))
                 where = f"S3 (moto, in the bench process), parts of {part / MB:.0f} MiB"
             print(f"bytes: {size / MB:.0f} MiB, appends of {append / MB:.0f} MiB, on {where}")
             print(f"single request: {single:.2f} s ({size / MB / single:.0f} MiB/s)")
