@@ -18,6 +18,7 @@ import hashlib
 import http.client
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -155,7 +156,10 @@ def main() -> None:
                 chunked = time.monotonic() - started
             assert body["sha256"] == digest.hexdigest()
             _, resumed, _ = resumable(port, token, source, append, stop_at=size // 2)
-            where = "S3 (moto)" if os.environ.get("BENCH_S3") == "1" else "local disk"
+            where = "local disk"
+            if os.environ.get("BENCH_S3") == "1":
+                part = int(os.environ.get("UPLOAD_S3_PART_SIZE", str(16 * MB)))
+                where = f"S3 (moto, in the bench process), parts of {part / MB:.0f} MiB"
             print(f"bytes: {size / MB:.0f} MiB, appends of {append / MB:.0f} MiB, on {where}")
             print(f"single request: {single:.2f} s ({size / MB / single:.0f} MiB/s)")
             print(f"resumable: {chunked:.2f} s ({size / MB / chunked:.0f} MiB/s)")
@@ -165,6 +169,8 @@ def main() -> None:
                 f"resumed at half: sent {resumed / MB:.0f} MiB after the HEAD "
                 f"(half: {size / 2 / MB:.0f})"
             )
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            print(f"bench process (client, and moto on S3) peak RSS: {peak:.0f} MiB")
         finally:
             server.terminate()
             server.wait(30)

@@ -140,3 +140,17 @@ class UploadChecksumMismatch(DomainError):
     code = "checksum_mismatch"
     http_status = 460
     default_message = "The request body does not match its Upload-Checksum; nothing was kept."
+
+
+class UploadStorageUnavailable(DomainError):
+    """The object store refused or dropped an append's bytes (an S3 part that could not be
+    sent). What the upload's offset says is stored stays stored: ask for it and resume."""
+
+    code = "service_unavailable"
+    http_status = HTTPStatus.SERVICE_UNAVAILABLE
+    default_message = (
+        "The storage did not take the upload's bytes; ask for the upload's offset and resume."
+    )
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, headers={"Retry-After": "1"})

@@ -79,8 +79,8 @@ UPLOAD_WRITE_LEASE_SECONDS = env_number("UPLOAD_WRITE_LEASE_SECONDS", 60)
 # Bytes between two checkpoints of an append (fsync, then the offset and digest state saved).
 UPLOAD_CHECKPOINT_BYTES = int(env_number("UPLOAD_CHECKPOINT_BYTES", 16 * 1024 * 1024))
 # Bytes of each S3 multipart part of a resumable upload but the last (S3's minimum, 5 MiB, if
-# lower); the bytes not filling a part yet wait in a local tail file.
-UPLOAD_S3_PART_SIZE = int(env_number("UPLOAD_S3_PART_SIZE", 8 * 1024 * 1024))
+# lower); each part's bytes wait in a local tail file of their own until S3 took the part.
+UPLOAD_S3_PART_SIZE = int(env_number("UPLOAD_S3_PART_SIZE", 16 * 1024 * 1024))
 UPLOAD_URL_NAMES += ["upload-list", "upload-detail"]
 
 # --- Benchmarks (SPEC §11.1) -------------------------------------------------------------------

@@ -132,6 +132,28 @@ def test_writer_killed_after_sending_a_part_before_the_tail_rolled(
     assert _multipart(s3) == []
 
 
+def test_writer_killed_after_a_part_was_sent_before_its_file_went(
+    user: User,
+    s3: Any,  # noqa: F811 - the fixture
+    parts: None,
+) -> None:
+    data = os.urandom(3 * PART + 4321)
+    upload = upload_create(user=user, length=len(data))
+    first = 2 * PART + MiB
+    _append(user, upload.pk, 0, data[:first])
+    key = upload.storage_key
+    assert _listed_parts(s3, key) == [PART, PART]
+    assert sorted(s3parts.tail_files(key)) == [3]
+    # What a sending thread killed between UploadPart and removing the file leaves: part 2's
+    # file beside part 3's, while S3 lists part 2.
+    sent = store.local_path(key).with_name(store.local_path(key).name + ".tail2")
+    sent.write_bytes(data[PART : 2 * PART])
+    finished = _append(user, upload.pk, first, data[first:])
+    assert finished.sha256 == hashlib.sha256(data).hexdigest()
+    assert _object(s3, key) == data
+    assert s3parts.tail_files(key) == {}
+
+
 def test_writer_killed_after_saving_the_offset_before_sending_the_part(
     user: User,
     s3: Any,  # noqa: F811 - the fixture

@@ -71,6 +71,7 @@ ERRORS = error_responses(
     413,
     415,
     429,
+    503,
     _400="`invalid_request` (a bad header), `upload_completed`, `upload_length_mismatch` (the "
     "draft answers these two as problem details).",
     _404="`not_found`: no such upload of yours (another user's, expired, or deleted).",
@@ -83,6 +84,8 @@ ERRORS = error_responses(
     "(draft) or `application/offset+octet-stream` (tus).",
     _429="`storage_quota_exceeded`: the bytes would pass QUOTA_MAX_STORAGE_BYTES; "
     "`too_many_uploads`: UPLOAD_MAX_OPEN_PER_USER uploads are open already (creation).",
+    _503="`service_unavailable` (with `Retry-After`): on S3, a part the store refused or could "
+    "not be reached for; the saved offset (HEAD) still names stored bytes: resume from it.",
 )
 
 

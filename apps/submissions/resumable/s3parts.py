@@ -3,15 +3,19 @@
 The multipart upload is made for the upload's own key; its id is found again by listing the
 key's multipart uploads (ListMultipartUploads), so a restarted web process needs no state of
 its own. Every part but the last has exactly `UPLOAD_S3_PART_SIZE` bytes (at least S3's 5 MiB).
-The bytes that do not fill a part yet wait in a local tail file, fsynced before the offset
-that covers them is saved. A tail file is named after the part it starts with
-(`<key>.tail<N>`); a part is sent only after the offset covering its bytes was saved, then the
-tail rolls to the next part number, and the old tail goes. So after any crash the listed parts
-(ListParts) plus the tail file of the part after them hold every saved byte:
+Part N's bytes are written to a local tail file of its own (`<key>.tail<N>`, fsynced when it is
+full and before an offset covering it is saved); a whole part is handed to a second thread
+(`s3send`) only after the offset covering it was saved, and its file goes once S3 took it. So
+after any crash the listed whole parts plus the tail files after them hold every saved byte:
 
-- killed before a part is sent: its bytes are still in the tail, sent on the next append;
-- killed after the part is sent, before the tail rolled: the old tail holds the next part's
-  bytes past the first part-size bytes, and the next append rolls it.
+- killed before a part was sent (or while it was sent): its file is still there, and the
+  next append sends it;
+- killed after a part was sent, before its file went: the file is older than the listed parts,
+  and the next writer removes it.
+
+An append answers only after the part in flight was sent (its ETag is then listed by S3) or
+failed (the append answers an error; the part stays in its file). Tail files of the earlier
+layout (one file from a part's start holding more than a part) are split when found.
 
 The last byte completes the multipart upload (CompleteMultipartUpload), after the row is saved
 complete; `finish` is idempotent (attach calls it too), so a process killed in between leaves
@@ -23,14 +27,22 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.files.storage import storages
 
+from apps.submissions.exceptions import UploadStorageUnavailable
+from apps.submissions.resumable.s3send import PartSender
+
 S3_MIN_PART = 5 * 1024 * 1024
 COPY_CHUNK = 1024 * 1024
+# S3 may take minutes to assemble a large object on CompleteMultipartUpload.
+COMPLETE_READ_TIMEOUT = 900
 
 
 def part_size() -> int:
@@ -97,135 +109,207 @@ def _durable(handle: BinaryIO) -> None:
     os.fsync(handle.fileno())
 
 
-def _roll(key: str, source: Path, skip: int, part: int) -> Path:
-    """The tail of `part` made from `source` without its first `skip` bytes (written to a
-    temporary name, fsynced, renamed), the other tails removed."""
-    target = _tail_path(key, part)
-    if source != target:
-        temporary = target.with_name(target.name + ".new")
-        with source.open("rb") as reader, temporary.open("wb") as writer:
-            reader.seek(skip)
-            shutil.copyfileobj(reader, writer, COPY_CHUNK)
-            _durable(writer)
-        temporary.replace(target)
-    for number, path in tail_files(key).items():
-        if number != part:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-    return target
+@contextlib.contextmanager
+def _storage_errors() -> Iterator[None]:
+    """A store that cannot be reached or refuses a call: UploadStorageUnavailable (503)."""
+    try:
+        yield
+    except (BotoCoreError, ClientError) as exc:
+        raise UploadStorageUnavailable(
+            f"The storage cannot be reached ({type(exc).__name__}); retry in a moment."
+        ) from exc
+
+
+def _copy_from(source: Path, skip: int, target: Path) -> None:
+    """`target` made from `source` without its first `skip` bytes (written to a temporary
+    name, fsynced, renamed)."""
+    temporary = target.with_name(target.name + ".new")
+    with source.open("rb") as reader, temporary.open("wb") as writer:
+        reader.seek(skip)
+        shutil.copyfileobj(reader, writer, COPY_CHUNK)
+        _durable(writer)
+    temporary.replace(target)
+
+
+def _recover(key: str, first: int) -> dict[int, Path]:
+    """The tail files from part `first` (the first part S3 does not hold whole) on, one per
+    part, in a row: files of parts S3 holds go; a file holding more than a part (the earlier
+    layout, or a killed split) is split into one file per part."""
+    size = part_size()
+    tails = tail_files(key)
+    for number in sorted(n for n in tails if n < first):
+        path = tails.pop(number)
+        skip = (first - number) * size
+        if first not in tails and path.stat().st_size > skip:
+            _copy_from(path, skip, _tail_path(key, first))
+            tails[first] = _tail_path(key, first)
+        path.unlink()
+    number = first
+    while number in tails:
+        path = tails[number]
+        if path.stat().st_size > size:
+            if number + 1 not in tails:
+                _copy_from(path, size, _tail_path(key, number + 1))
+                tails[number + 1] = _tail_path(key, number + 1)
+            with path.open("r+b") as handle:
+                handle.truncate(size)
+                _durable(handle)
+        number += 1
+    for later in [n for n in tails if n > number]:
+        tails.pop(later).unlink()
+    return tails
 
 
 class S3Sink:
-    """The writer of one append on S3: bytes go to the tail; after each saved checkpoint
-    the whole parts in the tail are sent."""
+    """The writer of one append on S3: bytes go to the current part's tail file; after each
+    saved checkpoint the whole parts are handed to the sending thread."""
 
     def __init__(self, key: str, offset: int) -> None:
         self.key = key
+        self.size = part_size()
         self.client, self.bucket, self.name = _client_and_key(key)
-        self.upload_id = str(_multipart_id(self.client, self.bucket, self.name, create=True))
-        self.parts = _full_parts(_parts(self.client, self.bucket, self.name, self.upload_id))
-        start = len(self.parts) * part_size()
-        self.part = len(self.parts) + 1
-        path = self._recover_tail(start)
-        self.handle: BinaryIO = path.open("r+b")
-        self.tail_start = start
-        if offset < start or path.stat().st_size < offset - start:
-            self.handle.close()
+        with _storage_errors():
+            self.upload_id = str(_multipart_id(self.client, self.bucket, self.name, create=True))
+            listed = _full_parts(_parts(self.client, self.bucket, self.name, self.upload_id))
+        first = len(listed) + 1
+        _tail_path(key, first).parent.mkdir(parents=True, exist_ok=True)
+        held = sum(path.stat().st_size for path in _recover(key, first).values())
+        start = (first - 1) * self.size
+        if offset < start or held < offset - start:
             raise RuntimeError(f"Upload {key}: stored parts and tail do not reach {offset}.")
+        self.next_send = first  # the first part not handed to the sender
+        self.current = first  # the part being filled
+        self.filled = 0
+        self.handle: BinaryIO | None = None
+        self.sender = PartSender(self._send_part, name=f"s3 parts {key}")
         self.cut_back(offset)
         self.flush_parts()
 
-    def _recover_tail(self, start: int) -> Path:
-        tails = {n: p for n, p in tail_files(self.key).items() if n <= self.part}
-        if not tails:
-            path = _tail_path(self.key, self.part)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
-            return path
-        first = max(tails)
-        return _roll(self.key, tails[first], (self.part - first) * part_size(), self.part)
+    def _send_part(self, number: int, path: Path) -> None:
+        """On the sending thread: part `number` from its file to S3, then the file goes. The
+        open file is the body (botocore reads it for its checksum, seeks back and streams it),
+        so no part is held in memory."""
+        with path.open("rb") as body:
+            self.client.upload_part(
+                Bucket=self.bucket,
+                Key=self.name,
+                UploadId=self.upload_id,
+                PartNumber=number,
+                Body=body,
+            )
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
     def write(self, data: bytes) -> None:
-        self.handle.write(data)
+        view = memoryview(data)
+        while view:
+            if self.handle is None:
+                self.handle = _tail_path(self.key, self.current).open("ab")
+            piece = view[: self.size - self.filled]
+            self.handle.write(piece)
+            self.filled += len(piece)
+            view = view[len(piece) :]
+            if self.filled == self.size:
+                _durable(self.handle)
+                self.handle.close()
+                self.handle = None
+                self.current += 1
+                self.filled = 0
 
     def make_durable(self) -> None:
-        _durable(self.handle)
+        if self.handle is not None:
+            _durable(self.handle)
 
     def cut_back(self, offset: int) -> None:
-        self.handle.flush()
-        self.handle.truncate(offset - self.tail_start)
-        self.handle.seek(offset - self.tail_start)
+        """Drop what was written past `offset` (never below a part handed over: those are
+        covered by the saved offset)."""
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+        self.current, self.filled = offset // self.size + 1, offset % self.size
+        for number, path in tail_files(self.key).items():
+            if number > self.current:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+        path = _tail_path(self.key, self.current)
+        if path.exists():
+            os.truncate(path, self.filled)
 
     def part_ready(self) -> bool:
-        return self.handle.tell() >= part_size()
+        return self.next_send < self.current
 
     def flush_parts(self) -> None:
-        """Send the whole parts in the tail (their offset is saved), then roll the tail."""
-        size = part_size()
-        end = self.handle.tell()
-        self.handle.flush()
-        sent = 0
-        with _tail_path(self.key, self.part).open("rb") as reader:
-            while end - sent >= size:
-                reader.seek(sent)
-                number = self.part + sent // size
-                answer = self.client.upload_part(
-                    Bucket=self.bucket,
-                    Key=self.name,
-                    UploadId=self.upload_id,
-                    PartNumber=number,
-                    Body=reader.read(size),
-                )
-                self.parts.append({"PartNumber": number, "ETag": answer["ETag"], "Size": size})
-                sent += size
-        if not sent:
-            return
-        old = _tail_path(self.key, self.part)
-        self.handle.close()
-        self.part += sent // size
-        self.tail_start += sent
-        path = _roll(self.key, old, sent, self.part)
-        self.handle = path.open("r+b")
-        self.handle.seek(0, os.SEEK_END)
+        """Hand the whole parts (their offset is saved) to the sender, one at a time."""
+        while self.next_send < self.current:
+            self.sender.submit(self.next_send, _tail_path(self.key, self.next_send))
+            self.next_send += 1
 
     def after_save(self, *, complete: bool) -> None:
         self.flush_parts()
         if complete:
-            self.handle.close()
-            finish(self.key)
+            self.sender.drain()
+            self.close()
+            with _storage_errors():
+                finish(self.key)
 
-    def close(self) -> None:
-        self.handle.close()
+    def close(self, *, report: bool = True) -> None:
+        """Wait for the part in flight; raise its failure (when `report`) once."""
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+        self.sender.close(report=report)
 
 
 def finish(key: str) -> None:
-    """Complete the key's multipart upload with the tail as its last part, then remove the
-    tail. Idempotent: with no multipart upload left the object is already whole."""
+    """Complete the key's multipart upload with the tail files as its last parts, then remove
+    them. Idempotent: with no multipart upload left the object is already whole."""
     client, bucket, name = _client_and_key(key)
     upload_id = _multipart_id(client, bucket, name, create=False)
     if upload_id is None:
         return
     parts = _full_parts(_parts(client, bucket, name, upload_id))
-    number = len(parts) + 1
-    tails = {n: p for n, p in tail_files(key).items() if n <= number}
-    last = b""
-    if tails:
-        path = _roll(key, tails[max(tails)], (number - max(tails)) * part_size(), number)
-        last = path.read_bytes()
-    if last or not parts:
+    tails = _recover(key, len(parts) + 1)
+    for number in sorted(tails):
+        body = tails[number].read_bytes()
+        if body or not parts:
+            answer = client.upload_part(
+                Bucket=bucket, Key=name, UploadId=upload_id, PartNumber=number, Body=body
+            )
+            parts.append({"PartNumber": number, "ETag": answer["ETag"]})
+    if not parts:
         answer = client.upload_part(
-            Bucket=bucket, Key=name, UploadId=upload_id, PartNumber=number, Body=last
+            Bucket=bucket, Key=name, UploadId=upload_id, PartNumber=1, Body=b""
         )
-        parts.append({"PartNumber": number, "ETag": answer["ETag"]})
-    client.complete_multipart_upload(
-        Bucket=bucket,
-        Key=name,
-        UploadId=upload_id,
-        MultipartUpload={
-            "Parts": [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in parts]
-        },
-    )
+        parts.append({"PartNumber": 1, "ETag": answer["ETag"]})
+    try:
+        _completion_client().complete_multipart_upload(
+            Bucket=bucket,
+            Key=name,
+            UploadId=upload_id,
+            MultipartUpload={
+                "Parts": [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in parts]
+            },
+        )
+    except (BotoCoreError, ClientError):
+        # A completion whose answer was lost (and whose retry found the upload gone) is done.
+        if _multipart_id(client, bucket, name, create=False) is not None:
+            raise
+        client.head_object(Bucket=bucket, Key=name)
     _remove_tails(key)
+
+
+def _completion_client() -> Any:
+    """The default storage's S3 client with a long read timeout, for CompleteMultipartUpload
+    (built as django-storages builds its own)."""
+    storage: Any = storages["default"]
+    return storage._create_session().client(
+        "s3",
+        region_name=storage.region_name,
+        use_ssl=storage.use_ssl,
+        endpoint_url=storage.endpoint_url,
+        config=storage.client_config.merge(Config(read_timeout=COMPLETE_READ_TIMEOUT)),
+        verify=storage.verify,
+    )
 
 
 def _remove_tails(key: str) -> None:

@@ -255,7 +255,9 @@ def upload_append(
     what was saved up to its last full chunk, at most what arrived. With a checksum nothing
     is saved before the whole body is checked (a mismatch keeps none of it). Raises NotFound,
     UploadOffsetMismatch, UploadCompleted, UploadLengthMismatch, UploadTooLarge,
-    UploadChecksumMismatch, StorageQuotaExceeded (bytes past the limit are dropped).
+    UploadChecksumMismatch, StorageQuotaExceeded (bytes past the limit are dropped),
+    UploadStorageUnavailable (S3 did not take a part; the saved offset still names stored
+    bytes: the part waits in its local tail file for the next append).
     """
     upload = upload_get(upload_id=upload_id, user=user)
     if upload.complete or upload.attached_at is not None:

@@ -8,7 +8,9 @@ local paths (FileSystemStorage: attaching then names the same object, no copy), 
 only the tail that does not fill a part yet waits under `MEDIA_ROOT`.
 
 An append writes through a sink (`open_sink`): `write`, `make_durable` (before the offset is
-saved), `cut_back`, `part_ready` (a checkpoint is due), `after_save` (after the offset is saved).
+saved), `cut_back`, `part_ready` (a checkpoint is due), `after_save` (after the offset is saved),
+`close` (on S3 it waits for the part in flight and raises its failure, unless `report` is
+False: an error is already on its way).
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class Sink(Protocol):
     def cut_back(self, offset: int, /) -> None: ...
     def part_ready(self) -> bool: ...
     def after_save(self, *, complete: bool) -> None: ...
-    def close(self) -> None: ...
+    def close(self, *, report: bool = True) -> None: ...
 
 
 class LocalSink:
@@ -113,7 +115,7 @@ class LocalSink:
     def after_save(self, *, complete: bool) -> None:
         return None
 
-    def close(self) -> None:
+    def close(self, *, report: bool = True) -> None:
         self.handle.close()
 
 
@@ -123,8 +125,10 @@ def open_sink(key: str, offset: int) -> Iterator[Sink]:
     sink: Sink = s3parts.S3Sink(key, offset) if s3parts.is_s3() else LocalSink(key, offset)
     try:
         yield sink
-    finally:
-        sink.close()
+    except BaseException:
+        sink.close(report=False)
+        raise
+    sink.close()
 
 
 def finish(key: str) -> None:
