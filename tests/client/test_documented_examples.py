@@ -142,6 +142,10 @@ class Runner:
             GITHUB_REPOSITORY="lab/model",
             COLUMNS="80",
         )
+        if shell == "zsh":
+            # What a ~/.zshrc has before any completion line: the completion system loaded
+            # (its `compdef`), without writing a dump file.
+            text = f"autoload -Uz compinit && compinit -D -u\n{text}"
         argv = (
             ["bash", "-e", "-o", "pipefail", "-c", text] if shell == "bash" else [shell, "-c", text]
         )
