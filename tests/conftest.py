@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 
 from apps.core.logcontext import log_context_fresh
@@ -18,6 +20,14 @@ from tests.factories.users import make_user
 from tests.processes import start_process  # noqa: F401 - a fixture for every test package
 
 UsingPostgres = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+
+# Hypothesis' wall-clock checks (an example's deadline, input generation "too slow") measure how
+# busy the machine is, not the code: CI runs two suites side by side on pytest-xdist workers.
+# The examples, their number and the properties checked stay the same.
+hypothesis_settings.register_profile(
+    "yoyaku", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("yoyaku")
 
 
 def pytest_report_header() -> list[str]:

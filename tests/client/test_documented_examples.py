@@ -136,15 +136,16 @@ class Runner:
             # No such shell here: bash runs the part that prints the completion script.
             text = re.sub(r'^eval "\$\((.*?)\)"', r"\1", text).replace(" | source", "")
             shell = "bash"
-        elif shell == "zsh":
-            # The documented line goes in ~/.zshrc after `compinit`, which defines `compdef`.
-            text = f"autoload -Uz compinit && compinit -u -D\n{text}"
         env = cli.env(
             YOYAKU_PASSWORD=PASSWORD,
             GITHUB_SHA="0123abcd",
             GITHUB_REPOSITORY="lab/model",
             COLUMNS="80",
         )
+        if shell == "zsh":
+            # What a ~/.zshrc has before any completion line: the completion system loaded
+            # (its `compdef`), without writing a dump file.
+            text = f"autoload -Uz compinit && compinit -D -u\n{text}"
         argv = (
             ["bash", "-e", "-o", "pipefail", "-c", text] if shell == "bash" else [shell, "-c", text]
         )

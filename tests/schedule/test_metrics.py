@@ -18,6 +18,7 @@ from apps.core.queue import task_broker
 from apps.schedule.execution.claims import plan_claim, plan_invalidate_late
 from apps.schedule.execution.executor import plan_execute
 from apps.schedule.models import Life, Plan, PlanKind, PlanState
+from apps.schedule.selectors import watcher_heartbeats
 from tests.factories.schedule import book_point, book_term
 from tests.metrics import deltas, scrape
 from tests.processes import Start, child_env, stop, wait_for
@@ -40,6 +41,19 @@ def test_plans_fired_by_a_real_watcher_and_worker_are_counted(
     settings.BOOKING_PLAN_WATCH_INTERVAL = 200  # as in the watcher's environment
     task_broker().purge_queue()
     receiver.script = [(200, {}), (404, {})]
+    before = scrape(settings)
+    env = child_env(
+        BOOKING_PLAN_WATCH_INTERVAL="200",
+        SCHEDULE_WEBHOOK_ALLOWED_HOSTS=receiver.host,
+        Q_WORKERS="2",
+    )
+    start_process("qcluster", ["manage.py", "qcluster"], env)
+    watcher = start_process("watcher", ["manage.py", "run_plan_watcher", "--owner", "obs-A"], env)
+    # The plans are booked once the watcher runs, so their lateness is the watcher's timer's,
+    # not how long the processes took to start on a busy machine.
+    wait_for(
+        lambda: "obs-A" in {name for name, _ in watcher_heartbeats()}, 60, "the watcher to start"
+    )
     uuids = []
     for seconds in (3, 4):
         response = user_client.post(
@@ -53,14 +67,6 @@ def test_plans_fired_by_a_real_watcher_and_worker_are_counted(
         )
         assert response.status_code == HTTPStatus.CREATED, response.content
         uuids.append(response.json()["life_uuid"])
-    before = scrape(settings)
-    env = child_env(
-        BOOKING_PLAN_WATCH_INTERVAL="200",
-        SCHEDULE_WEBHOOK_ALLOWED_HOSTS=receiver.host,
-        Q_WORKERS="2",
-    )
-    start_process("qcluster", ["manage.py", "qcluster"], env)
-    watcher = start_process("watcher", ["manage.py", "run_plan_watcher", "--owner", "obs-A"], env)
 
     def finished() -> bool:
         states = Plan.objects.filter(life__life_uuid__in=uuids).values_list("state", flat=True)
