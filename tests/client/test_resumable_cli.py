@@ -21,9 +21,10 @@ import httpx
 import pytest
 
 from apps.jobs.models import Job
-from apps.submissions.models import Submission, SubmissionFile
+from apps.submissions.models import ResumableUpload, Submission, SubmissionFile
 from tests.client.conftest import HELLO_CONFIG, HELLO_MAIN, Cli, write_files
 from tests.client.proxy import FaultProxy
+from tests.processes import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -55,6 +56,13 @@ def _stored_offset(cli: Cli) -> tuple[str, int]:
     states = list((cli.config_dir / "uploads").glob("resumable-*.json"))
     assert len(states) == 1, states
     upload_id = json.loads(states[0].read_text())["upload_id"]
+    # The interrupted append ends on the server after the client died (the bytes it received
+    # are saved then): read the offset once its claim is given back, not while it is saving.
+    wait_for(
+        lambda: ResumableUpload.objects.filter(pk=upload_id, writer="").exists(),
+        60,
+        "the interrupted append to end",
+    )
     head = httpx.head(
         f"{cli.url}/api/uploads/{upload_id}/",
         headers={
