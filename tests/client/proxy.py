@@ -33,6 +33,9 @@ class Rule:
     skip: int = 0
     reached: threading.Event = field(default_factory=threading.Event)
     go: threading.Event = field(default_factory=threading.Event)
+    # Set once the proxy is done with the request this rule took: forwarded and answered, or
+    # given up because its client died mid-body.
+    done: threading.Event = field(default_factory=threading.Event)
 
     def matches(self, method: str, path: str) -> bool:
         return self.times > 0 and method == self.method and bool(self.path.search(path))
@@ -160,44 +163,50 @@ class FaultProxy:
             if name.strip().lower() == "transfer-encoding":
                 raise OSError("the proxy handles Content-Length bodies only")
         rule = self._rule_for(method, path)
-        paused = False
-        while len(body) < length:
-            if (
-                rule is not None
-                and rule.kind == "pause"
-                and not paused
-                and len(body) >= length // 2
-            ):
-                paused = True
+        try:
+            paused = False
+            while len(body) < length:
+                if (
+                    rule is not None
+                    and rule.kind == "pause"
+                    and not paused
+                    and len(body) >= length // 2
+                ):
+                    paused = True
+                    rule.reached.set()
+                    rule.go.wait(timeout=120)
+                chunk = conn.recv(min(1 << 20, length - len(body)))
+                if not chunk:
+                    return  # the client died mid-body: nothing reaches the server
+                body += chunk
+            if rule is not None and rule.kind == "pause" and not paused:
                 rule.reached.set()
                 rule.go.wait(timeout=120)
-            chunk = conn.recv(min(1 << 20, length - len(body)))
-            if not chunk:
-                return  # the client died mid-body: nothing reaches the server
-            body += chunk
-        if rule is not None and rule.kind == "pause" and not paused:
-            rule.reached.set()
-            rule.go.wait(timeout=120)
-        with self._lock:
-            self.forwarded.append((method, path, length))
-        kept = [h for h in headers if h.split(":", 1)[0].strip().lower() != "connection"]
-        request = "\r\n".join([lines[0], *kept, "Connection: close", "", ""]).encode("latin-1")
-        answer = b""
-        with socket.create_connection(self.upstream, timeout=60) as upstream:
-            upstream.sendall(request + body[:length])
-            while True:
-                chunk = upstream.recv(1 << 20)
-                if not chunk:
-                    break
-                answer += chunk
-        if rule is not None and rule.kind == "drop":
-            return  # the server answered; the client never hears it
-        answer_head, sep, answer_body = answer.partition(b"\r\n\r\n")
-        answer_lines = [
-            line
-            for line in answer_head.decode("latin-1").split("\r\n")
-            if line.split(":", 1)[0].strip().lower() != "connection"
-        ]
-        conn.sendall(
-            "\r\n".join([*answer_lines, "Connection: close"]).encode("latin-1") + sep + answer_body
-        )
+            with self._lock:
+                self.forwarded.append((method, path, length))
+            kept = [h for h in headers if h.split(":", 1)[0].strip().lower() != "connection"]
+            request = "\r\n".join([lines[0], *kept, "Connection: close", "", ""]).encode("latin-1")
+            answer = b""
+            with socket.create_connection(self.upstream, timeout=60) as upstream:
+                upstream.sendall(request + body[:length])
+                while True:
+                    chunk = upstream.recv(1 << 20)
+                    if not chunk:
+                        break
+                    answer += chunk
+            if rule is not None and rule.kind == "drop":
+                return  # the server answered; the client never hears it
+            answer_head, sep, answer_body = answer.partition(b"\r\n\r\n")
+            answer_lines = [
+                line
+                for line in answer_head.decode("latin-1").split("\r\n")
+                if line.split(":", 1)[0].strip().lower() != "connection"
+            ]
+            conn.sendall(
+                "\r\n".join([*answer_lines, "Connection: close"]).encode("latin-1")
+                + sep
+                + answer_body
+            )
+        finally:
+            if rule is not None:
+                rule.done.set()
