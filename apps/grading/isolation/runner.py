@@ -20,6 +20,7 @@ import stat
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from apps.grading.isolation.limits import MAX_METRICS_BYTES, sandbox_host_uid
@@ -40,29 +41,26 @@ _FLAGS = ("-O2", "-static", "-s", "-Wall", "-Wextra", "-Werror", *_DEFINES)
 _COMPILER_PATH = "/usr/bin:/bin:/usr/local/bin"
 
 
-def _private_folder(path: Path) -> bool:
-    """`path` is a real folder of this uid that nobody else can write."""
+def _owned_private(path: Path, is_kind: Callable[[int], bool]) -> bool:
+    """`path` (not followed if a link) is of that kind, this uid's, and nobody else can write it."""
     try:
         status = os.lstat(path)
     except FileNotFoundError:
         return False
     return (
-        stat.S_ISDIR(status.st_mode)
+        is_kind(status.st_mode)
         and status.st_uid == os.geteuid()
         and not status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
     )
+
+
+def _private_folder(path: Path) -> bool:
+    """`path` is a real folder of this uid that nobody else can write."""
+    return _owned_private(path, stat.S_ISDIR)
 
 
 def _trusted_file(path: Path) -> bool:
-    try:
-        status = os.lstat(path)
-    except FileNotFoundError:
-        return False
-    return (
-        stat.S_ISREG(status.st_mode)
-        and status.st_uid == os.geteuid()
-        and not status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    )
+    return _owned_private(path, stat.S_ISREG)
 
 
 def _folder() -> Path | None:
