@@ -223,6 +223,11 @@ async def read_body(
             async with asyncio.timeout_at(due) as deadline:
                 while True:
                     message = await receive()
+                    if deadline.expired():
+                        # The deadline passed as the chunk came: a receive built on
+                        # `asyncio.wait_for` (gunicorn's) returns the chunk and swallows the
+                        # timeout's cancellation, so the timeout would never be raised.
+                        raise TimeoutError
                     if message["type"] != "http.request":
                         break  # the client left (or gunicorn gave up on an idle body)
                     chunk = message.get("body", b"")
