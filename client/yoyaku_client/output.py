@@ -17,21 +17,13 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
+from yoyaku_client.bars import Bars
 from yoyaku_client.models import to_jsonable
 from yoyaku_client.submit import LocalFile, Reporter
 
@@ -98,11 +90,6 @@ def _console(stream: Any, *, force_terminal: bool | None = None) -> Console:
         highlight=False,
         emoji=False,
     )
-
-
-def terminal_console(stream: Any) -> Console:
-    """A console that draws for a terminal whatever `stream` is (`--progress`)."""
-    return Console(file=stream, force_terminal=True, highlight=False, emoji=False)
 
 
 class Output:
@@ -225,70 +212,59 @@ class LineReporter(QuietReporter):
 
 
 class ProgressReporter(QuietReporter):
-    """A terminal: a bar per file and one for the whole upload ("k/N files")."""
+    """A terminal: a bar per file and one for the whole upload ("k/N files"), drawn as plain
+    lines (`yoyaku_client.bars`); `stream` is drawn for a terminal whatever it is
+    (`--progress` into a file or a pipe)."""
 
-    def __init__(self, output: Output, console: Console | None = None) -> None:
+    def __init__(self, output: Output, stream: IO[str] | None = None) -> None:
         super().__init__(output)
-        self.console = console or output.err
-        self.progress = Progress(
-            TextColumn("{task.description}", justify="left", markup=False),
-            BarColumn(bar_width=None),
-            DownloadColumn(binary_units=True),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            console=self.console,
-            transient=False,
-            # Redrawn when something moved (at most 5 times a second), not by a thread of
-            # its own on a clock: a round stretched by a busy machine or a slow answer costs
-            # no redraws of bars that did not move.
-            auto_refresh=False,
-        )
+        self.bars = Bars(stream or sys.stderr, width=_columns())
         self._last_update = 0.0
         self._last_draw = 0.0
-        self._hash: TaskID | None = None
-        self._overall: TaskID | None = None
-        self._file: TaskID | None = None
+        self._hash: int | None = None
+        self._overall: int | None = None
+        self._file: int | None = None
         self._base = 0
         self._count = 0
         self._done = 0
 
     def message(self, text: str) -> None:
-        self.progress.console.print(plain(text))
+        self.bars.print(terminal_safe(text))
 
     def warning(self, text: str) -> None:
-        self.progress.console.print(plain(f"Warning: {text}"), style="yellow")
+        self.bars.print(terminal_safe(f"Warning: {text}"), style="yellow")
 
     def hashing_started(self, total_bytes: int) -> None:
-        self.progress.start()
-        self._hash = self.progress.add_task("hashing", total=total_bytes or 1)
+        self._hash = self.bars.add("hashing", total_bytes)
 
     def _draw(self, now: float) -> None:
+        # Redrawn when something moved, at most 5 times a second, never on a clock: a round
+        # stretched by a busy machine or a slow answer costs no redraws of still bars.
         if now - self._last_draw >= 0.2:
             self._last_draw = now
-            self.progress.refresh()
+            self.bars.draw()
 
     def hashing_advanced(self, count: int) -> None:
         if self._hash is not None:
-            self.progress.advance(self._hash, count)
+            self.bars.update(self._hash, advance=count)
             self._draw(time.monotonic())
 
     def hashing_finished(self) -> None:
         if self._hash is not None:
-            self.progress.remove_task(self._hash)
+            self.bars.remove(self._hash)
             self._hash = None
 
     def upload_started(self, files: Sequence[LocalFile], already: int) -> None:
-        self.progress.start()
         self._count = len(files) + already
         self._done = already
         total = sum(f.size for f in files)
-        self._overall = self.progress.add_task(self._overall_text(), total=total or 1)
+        self._overall = self.bars.add(self._overall_text(), total)
 
     def _overall_text(self) -> str:
         return f"{self._done}/{self._count} files"
 
     def file_started(self, item: LocalFile, index: int, count: int) -> None:
-        self._file = self.progress.add_task(f"  {terminal_safe(item.name)}", total=item.size or 1)
+        self._file = self.bars.add(f"  {terminal_safe(item.name)}", item.size)
 
     def file_progress(self, item: LocalFile, sent: int, total: int) -> None:
         now = time.monotonic()
@@ -298,28 +274,24 @@ class ProgressReporter(QuietReporter):
         # `sent` counts the whole multipart body; scale it to the file's own bytes.
         done = item.size if total <= 0 else min(item.size, sent * item.size // total)
         if self._file is not None:
-            self.progress.update(self._file, completed=done)
+            self.bars.update(self._file, completed=done)
         if self._overall is not None:
-            self.progress.update(self._overall, completed=self._base + done)
+            self.bars.update(self._overall, completed=self._base + done)
         self._draw(now)
 
     def file_finished(self, item: LocalFile, index: int, count: int, *, created: bool) -> None:
         self._base += item.size
         self._done = index
         if self._file is not None:
-            self.progress.remove_task(self._file)
+            self.bars.remove(self._file)
             self._file = None
         if self._overall is not None:
-            self.progress.update(
-                self._overall, completed=self._base, description=self._overall_text()
-            )
+            self.bars.update(self._overall, completed=self._base, description=self._overall_text())
         note = "" if created else " (already there: same content)"
-        self.progress.console.print(
-            plain(f"[{index}/{count} files] {item.name} {size(item.size)} uploaded{note}")
-        )
+        self.message(f"[{index}/{count} files] {item.name} {size(item.size)} uploaded{note}")
 
     def upload_finished(self) -> None:
-        self.progress.stop()
+        self.bars.stop()
 
     def close(self) -> None:
-        self.progress.stop()
+        self.bars.stop()
