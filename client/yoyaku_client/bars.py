@@ -47,6 +47,8 @@ def _clock(seconds: float | None) -> str:
 
 @dataclass
 class _Bar:
+    """One bar: its text, its size and how much of it is done."""
+
     description: str
     total: int
     completed: int = 0

@@ -17,15 +17,15 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from typing import IO, Any
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import IO, TYPE_CHECKING, Any
 
 from yoyaku_client.bars import Bars
 from yoyaku_client.models import to_jsonable
 from yoyaku_client.submit import LocalFile, Reporter
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
 
 # C0 controls but LF and TAB, DEL, C1 controls (CSI U+009B, OSC U+009D, ...), and the
 # bidirectional controls that make a terminal with bidi support reorder a line.
@@ -71,6 +71,8 @@ class TerminalStream:
 
 def plain(text: str) -> Text:
     """Text from elsewhere as a rich renderable: escaped, never read as markup or emoji codes."""
+    from rich.text import Text
+
     return Text(terminal_safe(text))
 
 
@@ -81,6 +83,8 @@ def _columns() -> int | None:
 
 
 def _console(stream: Any, *, force_terminal: bool | None = None) -> Console:
+    from rich.console import Console
+
     terminal = stream.isatty() if force_terminal is None else force_terminal
     return Console(
         file=stream,
@@ -92,11 +96,45 @@ def _console(stream: Any, *, force_terminal: bool | None = None) -> Console:
     )
 
 
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 class Output:
+    """Where the command writes. rich is imported only for what needs it: a table, or a line
+    for a terminal (wrapped and coloured); a line for a pipe or a file is the same text as rich
+    would write there (escaped, tabs expanded, no colour), written directly, so a command that
+    prints only lines (`yoyaku submit` in CI) never loads rich."""
+
     def __init__(self, *, json_mode: bool = False) -> None:
         self.json_mode = json_mode
-        self.out = _console(sys.stdout)
-        self.err = _console(sys.stderr)
+        self._stdout = sys.stdout
+        self._stderr = sys.stderr
+        self._out: Console | None = None
+        self._err: Console | None = None
+
+    @property
+    def out(self) -> Console:
+        if self._out is None:
+            self._out = _console(self._stdout)
+        return self._out
+
+    @property
+    def err(self) -> Console:
+        if self._err is None:
+            self._err = _console(self._stderr)
+        return self._err
+
+    def _line(self, to_err: bool, text: str, style: str | None = None) -> None:
+        stream = self._stderr if to_err else self._stdout
+        if _isatty(stream):
+            (self.err if to_err else self.out).print(plain(text), style=style)
+            return
+        stream.write(terminal_safe(text).expandtabs(8) + "\n")
+        stream.flush()
 
     def json(self, value: Any) -> None:
         sys.stdout.write(json.dumps(to_jsonable(value), indent=2, sort_keys=False) + "\n")
@@ -108,21 +146,21 @@ class Output:
 
     def message(self, text: str) -> None:
         """A human message on stderr (so with `--json` too: stdout stays one document)."""
-        self.err.print(plain(text))
+        self._line(True, text)
 
     def warning(self, text: str) -> None:
-        self.err.print(plain(f"Warning: {text}"), style="yellow")
+        self._line(True, f"Warning: {text}", "yellow")
 
     def error(self, text: str) -> None:
-        self.err.print(plain(f"Error: {text}"), style="bold red")
+        self._line(True, f"Error: {text}", "bold red")
 
     def note(self, text: str, *, style: str) -> None:
         """A styled side note on stderr (retries)."""
-        self.err.print(plain(text), style=style)
+        self._line(True, text, style)
 
     def print(self, text: str, *, style: str | None = None) -> None:
         """A line on stdout; `style` colours it on a terminal only (a pipe gets plain text)."""
-        self.out.print(plain(text), style=style)
+        self._line(False, text, style)
 
     def write(self, text: str) -> None:
         """Text as it is to stdout, without rich (a program's output: `terminal_safe` first,
@@ -133,6 +171,8 @@ class Output:
     def table(
         self, title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]
     ) -> None:
+        from rich.table import Table
+
         table = Table(
             title=None if title is None else plain(title), show_lines=False, title_justify="left"
         )
@@ -147,6 +187,8 @@ class Output:
         self.out.print(table)
 
     def fields(self, title: str | None, pairs: Sequence[tuple[str, Any]]) -> None:
+        from rich.table import Table
+
         table = Table(
             title=None if title is None else plain(title), show_header=False, title_justify="left"
         )
