@@ -51,6 +51,8 @@ def config_path() -> Path:
 
 @dataclass(frozen=True)
 class Settings:
+    """The server and token a command uses, and where each came from."""
+
     url: str
     token: str | None
     #: Where each value came from, for `yoyaku whoami`: "env", "file" or "default".

@@ -40,6 +40,8 @@ _METADATA_KEY = "yoyaku_api"
 
 @dataclasses.dataclass(frozen=True)
 class _Reading:
+    """How one field is read from an answer (see `api`)."""
+
     key: str | None = None
     decode: Reader | None = None
     missing: str = ""

@@ -41,6 +41,8 @@ def _integer(value: Any) -> int | None:
 
 @dataclass(frozen=True)
 class ArchiveMember(ApiModel):
+    """An entry of a stored archive's listing."""
+
     name: str
     size: int
     type: str  # "file" or "folder"
@@ -48,6 +50,8 @@ class ArchiveMember(ApiModel):
 
 @dataclass(frozen=True)
 class StoredFile(ApiModel):
+    """A stored file as the reader sees it: its text or its archive's listing."""
+
     id: int
     filename: str
     size: int
@@ -60,6 +64,8 @@ class StoredFile(ApiModel):
 
 @dataclass(frozen=True)
 class GradingAttempt(ApiModel):
+    """One attempt at grading a submission."""
+
     number: int
     outcome: str
     exit_code: int | None = field(metadata=api(decode=_integer))

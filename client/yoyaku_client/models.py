@@ -72,18 +72,24 @@ def to_jsonable(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class User(ApiModel):
+    """A user as the API names one."""
+
     id: int
     username: str
 
 
 @dataclass(frozen=True)
 class Me(User):
+    """`GET /api/me/`: the token's user."""
+
     is_staff: bool = False
     is_reviewer: bool = False
 
 
 @dataclass(frozen=True)
 class FileInfo(ApiModel):
+    """A file of a submission."""
+
     filename: str
     size: int
     sha256: str = field(metadata=api(decode=lowercase))
@@ -113,6 +119,8 @@ class UploadedFile(FileInfo):
 
 @dataclass(frozen=True)
 class Submission(ApiModel):
+    """A submission: a draft while its files arrive, sealed once its job exists."""
+
     submission_id: str
     user_id: int
     status: str
@@ -129,6 +137,8 @@ class Submission(ApiModel):
 
 @dataclass(frozen=True)
 class SubmissionPage:
+    """A page of `GET /api/submissions/`."""
+
     count: int
     next_offset: int | None
     results: list[Submission]
@@ -155,6 +165,8 @@ class JobSubmission:
 
 @dataclass(frozen=True)
 class Job(ApiModel):
+    """A job: one grading of a submission."""
+
     job_id: str
     submission_id: str
     status: str
@@ -181,6 +193,8 @@ class Job(ApiModel):
 
 @dataclass(frozen=True)
 class JobLogs(ApiModel):
+    """`GET /api/jobs/{id}/logs/`: the grader's captured output so far."""
+
     job_id: str
     status: str
     logs: str
@@ -189,6 +203,8 @@ class JobLogs(ApiModel):
 
 @dataclass(frozen=True)
 class Quota(ApiModel):
+    """`GET /api/quotas/me/`: your limits and what you use of them."""
+
     max_concurrent_jobs: int
     active_jobs: int
     active_reservations: int
@@ -204,6 +220,8 @@ class Quota(ApiModel):
 
 @dataclass(frozen=True)
 class Reservation(ApiModel):
+    """A job slot held by `POST /api/quotas/reservations/` until used, released or expired."""
+
     reservation_id: str
     state: str
     created_at: dt.datetime | None
@@ -227,6 +245,8 @@ class ApiToken(ApiModel):
 
 @dataclass(frozen=True)
 class LeaderboardRow(ApiModel):
+    """One row of a leaderboard."""
+
     rank: int
     user: User
     score: float
@@ -247,6 +267,8 @@ class LeaderboardQuestion(ApiModel):
 
 @dataclass(frozen=True)
 class ReviewQueueEntry(ApiModel):
+    """A submission awaiting a human review."""
+
     submission_id: str = field(metadata=api(key="id"))
     owner: User | None
     question_id: str
@@ -259,6 +281,8 @@ class ReviewQueueEntry(ApiModel):
 
 @dataclass(frozen=True)
 class Claim(ApiModel):
+    """A reviewer's claim on a submission."""
+
     submission_id: str
     claimed_by: User | None
     claim_expires_at: dt.datetime | None
@@ -266,12 +290,16 @@ class Claim(ApiModel):
 
 @dataclass(frozen=True)
 class ClaimRelease(ApiModel):
+    """The answer to releasing a review claim."""
+
     submission_id: str
     released: bool
 
 
 @dataclass(frozen=True)
 class ReviewRecord(ApiModel):
+    """A human review of a submission."""
+
     id: str
     verdict: str
     score: float | None
@@ -282,6 +310,8 @@ class ReviewRecord(ApiModel):
 
 @dataclass(frozen=True)
 class ReviewOutcome(ApiModel):
+    """The answer to completing a review."""
+
     submission_id: str
     status: str
     score: float | None
@@ -290,6 +320,8 @@ class ReviewOutcome(ApiModel):
 
 @dataclass(frozen=True)
 class Regrade(ApiModel):
+    """The answer to asking for a regrade."""
+
     submission_id: str
     status: str
     job_id: str
@@ -297,6 +329,8 @@ class Regrade(ApiModel):
 
 @dataclass(frozen=True)
 class PlanAttempt(ApiModel):
+    """One delivery attempt of a plan."""
+
     number: int
     started_at: dt.datetime | None
     status_code: int | None
@@ -307,6 +341,8 @@ class PlanAttempt(ApiModel):
 
 @dataclass(frozen=True)
 class Plan(ApiModel):
+    """One plan of a Life (its birth or its death): when it is due and how its action went."""
+
     kind: str
     time: dt.datetime | None
     due_at: dt.datetime | None
@@ -338,6 +374,8 @@ class Life(ApiModel):
 
 @dataclass(frozen=True)
 class TaskRun(ApiModel):
+    """A task run by the task queue."""
+
     task_id: str
     topic: str
     state: str

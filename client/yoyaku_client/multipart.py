@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,8 @@ from pathlib import Path
 __all__ = ["CHUNK_SIZE", "FilePart", "MultipartStream", "ProgressCallback", "multipart_body"]
 
 CHUNK_SIZE = 1024 * 1024
+#: What `send_to` hands the socket per `sendfile` call (a progress report after each).
+SENDFILE_CHUNK = 4 * 1024 * 1024
 
 #: Called with (bytes of the body sent so far, the body's length). A retried request starts
 #: again from 0.
@@ -109,6 +112,36 @@ class MultipartStream:
                         report(sent, total)
                 self._open.remove(handle)
         yield pieces[-1]
+        sent += len(pieces[-1])
+        if report is not None:
+            report(sent, total)
+
+    def send_to(self, sock: socket.socket) -> None:
+        """Write the body to `sock` (what iterating it yields, in order): the pieces between
+        the files with `sendall`, each file with `sendfile`, which hands the socket the file's
+        pages from the page cache without reading them into this process."""
+        sent = 0
+        total = self.length
+        report = self._progress
+        if report is not None:
+            report(0, total)
+        pieces = self._preambles()
+        for index, part in enumerate(self._files):
+            sock.sendall(pieces[index])
+            sent += len(pieces[index])
+            offset, size = 0, self._sizes[index]
+            with open(part.path, "rb") as handle:
+                self._open.append(handle)
+                while offset < size:
+                    count = sock.sendfile(handle, offset, min(SENDFILE_CHUNK, size - offset))
+                    if not count:
+                        raise OSError(f"{part.path} shrank while it was being sent")
+                    offset += count
+                    sent += count
+                    if report is not None:
+                        report(sent, total)
+                self._open.remove(handle)
+        sock.sendall(pieces[-1])
         sent += len(pieces[-1])
         if report is not None:
             report(sent, total)

@@ -17,23 +17,15 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
-from rich.table import Table
-from rich.text import Text
-
+from yoyaku_client.bars import Bars
 from yoyaku_client.models import to_jsonable
 from yoyaku_client.submit import LocalFile, Reporter
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
 
 # C0 controls but LF and TAB, DEL, C1 controls (CSI U+009B, OSC U+009D, ...), and the
 # bidirectional controls that make a terminal with bidi support reorder a line.
@@ -79,6 +71,8 @@ class TerminalStream:
 
 def plain(text: str) -> Text:
     """Text from elsewhere as a rich renderable: escaped, never read as markup or emoji codes."""
+    from rich.text import Text
+
     return Text(terminal_safe(text))
 
 
@@ -89,6 +83,8 @@ def _columns() -> int | None:
 
 
 def _console(stream: Any, *, force_terminal: bool | None = None) -> Console:
+    from rich.console import Console
+
     terminal = stream.isatty() if force_terminal is None else force_terminal
     return Console(
         file=stream,
@@ -100,16 +96,45 @@ def _console(stream: Any, *, force_terminal: bool | None = None) -> Console:
     )
 
 
-def terminal_console(stream: Any) -> Console:
-    """A console that draws for a terminal whatever `stream` is (`--progress`)."""
-    return Console(file=stream, force_terminal=True, highlight=False, emoji=False)
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 class Output:
+    """Where the command writes. rich is imported only for what needs it: a table, or a line
+    for a terminal (wrapped and coloured); a line for a pipe or a file is the same text as rich
+    would write there (escaped, tabs expanded, no colour), written directly, so a command that
+    prints only lines (`yoyaku submit` in CI) never loads rich."""
+
     def __init__(self, *, json_mode: bool = False) -> None:
         self.json_mode = json_mode
-        self.out = _console(sys.stdout)
-        self.err = _console(sys.stderr)
+        self._stdout = sys.stdout
+        self._stderr = sys.stderr
+        self._out: Console | None = None
+        self._err: Console | None = None
+
+    @property
+    def out(self) -> Console:
+        if self._out is None:
+            self._out = _console(self._stdout)
+        return self._out
+
+    @property
+    def err(self) -> Console:
+        if self._err is None:
+            self._err = _console(self._stderr)
+        return self._err
+
+    def _line(self, to_err: bool, text: str, style: str | None = None) -> None:
+        stream = self._stderr if to_err else self._stdout
+        if _isatty(stream):
+            (self.err if to_err else self.out).print(plain(text), style=style)
+            return
+        stream.write(terminal_safe(text).expandtabs(8) + "\n")
+        stream.flush()
 
     def json(self, value: Any) -> None:
         sys.stdout.write(json.dumps(to_jsonable(value), indent=2, sort_keys=False) + "\n")
@@ -121,21 +146,21 @@ class Output:
 
     def message(self, text: str) -> None:
         """A human message on stderr (so with `--json` too: stdout stays one document)."""
-        self.err.print(plain(text))
+        self._line(True, text)
 
     def warning(self, text: str) -> None:
-        self.err.print(plain(f"Warning: {text}"), style="yellow")
+        self._line(True, f"Warning: {text}", "yellow")
 
     def error(self, text: str) -> None:
-        self.err.print(plain(f"Error: {text}"), style="bold red")
+        self._line(True, f"Error: {text}", "bold red")
 
     def note(self, text: str, *, style: str) -> None:
         """A styled side note on stderr (retries)."""
-        self.err.print(plain(text), style=style)
+        self._line(True, text, style)
 
     def print(self, text: str, *, style: str | None = None) -> None:
         """A line on stdout; `style` colours it on a terminal only (a pipe gets plain text)."""
-        self.out.print(plain(text), style=style)
+        self._line(False, text, style)
 
     def write(self, text: str) -> None:
         """Text as it is to stdout, without rich (a program's output: `terminal_safe` first,
@@ -146,6 +171,8 @@ class Output:
     def table(
         self, title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]
     ) -> None:
+        from rich.table import Table
+
         table = Table(
             title=None if title is None else plain(title), show_lines=False, title_justify="left"
         )
@@ -160,6 +187,8 @@ class Output:
         self.out.print(table)
 
     def fields(self, title: str | None, pairs: Sequence[tuple[str, Any]]) -> None:
+        from rich.table import Table
+
         table = Table(
             title=None if title is None else plain(title), show_header=False, title_justify="left"
         )
@@ -225,70 +254,59 @@ class LineReporter(QuietReporter):
 
 
 class ProgressReporter(QuietReporter):
-    """A terminal: a bar per file and one for the whole upload ("k/N files")."""
+    """A terminal: a bar per file and one for the whole upload ("k/N files"), drawn as plain
+    lines (`yoyaku_client.bars`); `stream` is drawn for a terminal whatever it is
+    (`--progress` into a file or a pipe)."""
 
-    def __init__(self, output: Output, console: Console | None = None) -> None:
+    def __init__(self, output: Output, stream: IO[str] | None = None) -> None:
         super().__init__(output)
-        self.console = console or output.err
-        self.progress = Progress(
-            TextColumn("{task.description}", justify="left", markup=False),
-            BarColumn(bar_width=None),
-            DownloadColumn(binary_units=True),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            console=self.console,
-            transient=False,
-            # Redrawn when something moved (at most 5 times a second), not by a thread of
-            # its own on a clock: a round stretched by a busy machine or a slow answer costs
-            # no redraws of bars that did not move.
-            auto_refresh=False,
-        )
+        self.bars = Bars(stream or sys.stderr, width=_columns())
         self._last_update = 0.0
         self._last_draw = 0.0
-        self._hash: TaskID | None = None
-        self._overall: TaskID | None = None
-        self._file: TaskID | None = None
+        self._hash: int | None = None
+        self._overall: int | None = None
+        self._file: int | None = None
         self._base = 0
         self._count = 0
         self._done = 0
 
     def message(self, text: str) -> None:
-        self.progress.console.print(plain(text))
+        self.bars.print(terminal_safe(text))
 
     def warning(self, text: str) -> None:
-        self.progress.console.print(plain(f"Warning: {text}"), style="yellow")
+        self.bars.print(terminal_safe(f"Warning: {text}"), style="yellow")
 
     def hashing_started(self, total_bytes: int) -> None:
-        self.progress.start()
-        self._hash = self.progress.add_task("hashing", total=total_bytes or 1)
+        self._hash = self.bars.add("hashing", total_bytes)
 
     def _draw(self, now: float) -> None:
+        # Redrawn when something moved, at most 5 times a second, never on a clock: a round
+        # stretched by a busy machine or a slow answer costs no redraws of still bars.
         if now - self._last_draw >= 0.2:
             self._last_draw = now
-            self.progress.refresh()
+            self.bars.draw()
 
     def hashing_advanced(self, count: int) -> None:
         if self._hash is not None:
-            self.progress.advance(self._hash, count)
+            self.bars.update(self._hash, advance=count)
             self._draw(time.monotonic())
 
     def hashing_finished(self) -> None:
         if self._hash is not None:
-            self.progress.remove_task(self._hash)
+            self.bars.remove(self._hash)
             self._hash = None
 
     def upload_started(self, files: Sequence[LocalFile], already: int) -> None:
-        self.progress.start()
         self._count = len(files) + already
         self._done = already
         total = sum(f.size for f in files)
-        self._overall = self.progress.add_task(self._overall_text(), total=total or 1)
+        self._overall = self.bars.add(self._overall_text(), total)
 
     def _overall_text(self) -> str:
         return f"{self._done}/{self._count} files"
 
     def file_started(self, item: LocalFile, index: int, count: int) -> None:
-        self._file = self.progress.add_task(f"  {terminal_safe(item.name)}", total=item.size or 1)
+        self._file = self.bars.add(f"  {terminal_safe(item.name)}", item.size)
 
     def file_progress(self, item: LocalFile, sent: int, total: int) -> None:
         now = time.monotonic()
@@ -298,28 +316,24 @@ class ProgressReporter(QuietReporter):
         # `sent` counts the whole multipart body; scale it to the file's own bytes.
         done = item.size if total <= 0 else min(item.size, sent * item.size // total)
         if self._file is not None:
-            self.progress.update(self._file, completed=done)
+            self.bars.update(self._file, completed=done)
         if self._overall is not None:
-            self.progress.update(self._overall, completed=self._base + done)
+            self.bars.update(self._overall, completed=self._base + done)
         self._draw(now)
 
     def file_finished(self, item: LocalFile, index: int, count: int, *, created: bool) -> None:
         self._base += item.size
         self._done = index
         if self._file is not None:
-            self.progress.remove_task(self._file)
+            self.bars.remove(self._file)
             self._file = None
         if self._overall is not None:
-            self.progress.update(
-                self._overall, completed=self._base, description=self._overall_text()
-            )
+            self.bars.update(self._overall, completed=self._base, description=self._overall_text())
         note = "" if created else " (already there: same content)"
-        self.progress.console.print(
-            plain(f"[{index}/{count} files] {item.name} {size(item.size)} uploaded{note}")
-        )
+        self.message(f"[{index}/{count} files] {item.name} {size(item.size)} uploaded{note}")
 
     def upload_finished(self) -> None:
-        self.progress.stop()
+        self.bars.stop()
 
     def close(self) -> None:
-        self.progress.stop()
+        self.bars.stop()

@@ -27,12 +27,14 @@ from urllib.parse import quote
 
 import httpx
 
+from yoyaku_client.direct import direct_upload_possible, send_upload
 from yoyaku_client.errors import (
     AmbiguousRequestError,
     ApiError,
     TransportError,
     error_from_body,
 )
+from yoyaku_client.multipart import MultipartStream
 
 __all__ = ["ATTEMPTS_EXTENSION", "Body", "RetryEvent", "RetryPolicy", "Safety", "Transport"]
 
@@ -142,6 +144,10 @@ class Transport:
             # never needs the CA bundle, whose loading costs ~50 ms per command.
             verify=not self.base_url.startswith("http://"),
         )
+        # Uploads to a plain-HTTP server go out on a socket of their own, their files by
+        # sendfile (`yoyaku_client.direct`); with a transport given (tests, a caller's own
+        # stack) every request goes through it.
+        self._direct = http_transport is None and direct_upload_possible(self.base_url)
 
     def close(self) -> None:
         self.http.close()
@@ -256,6 +262,8 @@ class Transport:
         if not auth:
             request.headers.pop("Authorization", None)
         try:
+            if self._direct and isinstance(chunks, MultipartStream):
+                return send_upload(request, chunks, self.http.timeout)
             response = self.http.send(request)
             response.read()
         finally:

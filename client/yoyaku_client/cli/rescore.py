@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from yoyaku_client.cli.common import (
     EXIT_TIMEOUT,
@@ -45,6 +44,8 @@ def _follow(
     deadline = None if timeout is None else time.monotonic() + timeout
     bar = None
     if not output.json_mode and output.err.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
         bar = Progress(
             TextColumn("rescore v{task.fields[version]}", markup=False),
             BarColumn(bar_width=None),

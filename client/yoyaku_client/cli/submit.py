@@ -26,7 +26,6 @@ from yoyaku_client.output import (
     ProgressReporter,
     QuietReporter,
     fmt,
-    terminal_console,
 )
 from yoyaku_client.submit import RETRY_STATUSES, Reporter, SubmitOptions, Submitter
 
@@ -35,7 +34,7 @@ def reporter_for(output: Output, progress: bool | None) -> Reporter:
     """Bars on a terminal (or everywhere with --progress: drawn for a terminal even into a
     file or pipe); lines otherwise; with --json only warnings."""
     if progress:
-        return ProgressReporter(output, terminal_console(sys.stderr))
+        return ProgressReporter(output, sys.stderr)
     if progress is None and sys.stderr.isatty():
         return ProgressReporter(output)
     if output.json_mode:

@@ -12,6 +12,8 @@ from yoyaku_client.models import JobSubmission
 
 @dataclass(frozen=True)
 class SubmitOptions:
+    """What `Submitter.run` is asked to send, and how."""
+
     paths: Sequence[Path]
     entrypoint: str = "main.py"
     config_file: str = "config.yaml"
@@ -34,6 +36,8 @@ class SubmitOptions:
 
 @dataclass(frozen=True)
 class FileOutcome:
+    """What happened to one file of a submission."""
+
     filename: str
     size: int
     sha256: str
@@ -44,6 +48,8 @@ class FileOutcome:
 
 @dataclass(frozen=True)
 class SubmitResult:
+    """What `Submitter.run` did: the submission, its job and each file's outcome."""
+
     submission_id: str
     job: JobSubmission
     idempotency_key: str

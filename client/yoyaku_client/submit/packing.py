@@ -45,6 +45,8 @@ class LocalRefusal(YoyakuError):
 
 @dataclass
 class LocalFile:
+    """A file to send: where it is, its name on the server, its size and hash."""
+
     path: Path
     name: str
     size: int

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 from yoyaku_client.client import UPLOAD_KEY_FIELD, Client
@@ -37,8 +38,16 @@ class ResumeSteps:
     client: Client
     reporter: Reporter
 
-    def _find(self, key: str, state: UploadState) -> list[Submission]:
-        """Submissions of this key, sealed ones first: the state file's, then the server's."""
+    def _find_on_server(self, key: str) -> list[Submission]:
+        """The server's submissions of this key (created within the key's lifetime)."""
+        since = dt.datetime.now(dt.timezone.utc) - KEY_LOOKBACK
+        return self.client.find_submissions(upload_key=key, created_after=since)
+
+    def _find(
+        self, key: str, state: UploadState, *, listed: Future[list[Submission]] | None = None
+    ) -> list[Submission]:
+        """Submissions of this key, sealed ones first: the state file's, then the server's
+        (`listed`: the server's, looked up already)."""
         found: list[Submission] = []
         if state.submission_id:
             try:
@@ -50,8 +59,7 @@ class ResumeSteps:
                 if submission.metadata.get(UPLOAD_KEY_FIELD) == key:
                     found.append(submission)
         if not found:
-            since = dt.datetime.now(dt.timezone.utc) - KEY_LOOKBACK
-            found = self.client.find_submissions(upload_key=key, created_after=since)
+            found = listed.result() if listed is not None else self._find_on_server(key)
         return sorted(found, key=lambda s: s.status == "draft")
 
     @staticmethod

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from yoyaku_client.client import Client
 from yoyaku_client.config import UploadState
+from yoyaku_client.models import Submission
 from yoyaku_client.submit.hashing import HashQueue, default_idempotency_key
 from yoyaku_client.submit.options import SubmitOptions, SubmitResult
 from yoyaku_client.submit.packing import check_files, check_sizes, collect_files
@@ -44,9 +45,14 @@ class Submitter(ResumeSteps, UploadSteps):
             workers=1 if explicit else min(4, os.cpu_count() or 1, max(1, len(files))),
         )
         try:
-            # Who we are (for the key and the state file) is asked beside the limits.
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="yoyaku-me") as pool:
+            # Who we are (for the key and the state file) is asked beside the limits; an
+            # explicit key's submissions are looked up on the server at the same time (what the
+            # state file does not name is looked up there in any case).
+            listed: Future[list[Submission]] | None = None
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="yoyaku-me") as pool:
                 asked = pool.submit(self.client.me)
+                if options.idempotency_key is not None:
+                    listed = pool.submit(self._find_on_server, options.idempotency_key)
                 self.limits = self.client.upload_limits()
                 if options.local_checks:
                     check_sizes(
@@ -72,7 +78,8 @@ class Submitter(ResumeSteps, UploadSteps):
             retried: list[str] = []
             while True:
                 state = UploadState.load(self.client.base_url, me.username, key)
-                existing = self._find(key, state)
+                found_early = listed if key == options.idempotency_key else None
+                existing = self._find(key, state, listed=found_early)
                 if existing:  # comparing with what is stored needs every hash
                     hashes.wait_all()
                 sealed = next((s for s in existing if s.status != "draft"), None)

@@ -1,0 +1,104 @@
+"""An upload to a plain-HTTP server on a connection of its own, its files sent by `sendfile`.
+
+httpx sends a body from an iterator of `bytes`: every byte of a file is read into this process
+(a copy out of the page cache) and written to the socket (a copy into the kernel's buffers).
+Here the same request goes out on a socket of its own: the head and the multipart pieces
+with `sendall`, each file with `socket.sendfile`, which gives the socket the file's pages with
+no copy through this process; the answer is read with `http.client`. The request is the one
+httpx built (its URL, its headers: the token, the user agent, `Content-Length`,
+`X-Content-SHA256`), with `Connection: close` and `Accept-Encoding: identity`; the answer is
+an `httpx.Response`, and a failure is the `httpx.TransportError` httpx raises for it, so
+`Transport` retries and reports it as before.
+
+Used for multipart uploads to an `http://` server when no proxy is configured: over TLS the
+bytes must pass through this process to be encrypted (httpx sends those).
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import urllib.request
+
+import httpx
+
+from yoyaku_client.multipart import MultipartStream
+
+__all__ = ["direct_upload_possible", "send_upload"]
+
+
+def direct_upload_possible(base_url: str) -> bool:
+    """A plain-HTTP server reached without a proxy, on a system with `sendfile`."""
+    if not base_url.startswith("http://") or not hasattr(socket.socket, "sendfile"):
+        return False
+    proxies = urllib.request.getproxies()  # what httpx reads from the environment too
+    return not (proxies.get("http") or proxies.get("all"))
+
+
+def send_upload(
+    request: httpx.Request, body: MultipartStream, timeout: httpx.Timeout
+) -> httpx.Response:
+    """Send `request` with `body` written to its socket; its answer, read whole."""
+    url = request.url
+    try:
+        sock = socket.create_connection((url.host, url.port or 80), timeout=timeout.connect)
+    except TimeoutError as exc:
+        raise httpx.ConnectTimeout(str(exc), request=request) from exc
+    except OSError as exc:
+        raise httpx.ConnectError(str(exc), request=request) from exc
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(timeout.write)
+        try:
+            sock.sendall(_head(request))
+            body.send_to(sock)
+        except (ConnectionError, TimeoutError) as exc:
+            # The server may have answered before reading the whole body (a refusal from the
+            # head: too large, a bad token) and closed: that answer is the request's.
+            try:
+                return _answer(sock, request, min(timeout.read or 5.0, 5.0))
+            except httpx.TransportError:
+                pass
+            if isinstance(exc, TimeoutError):
+                raise httpx.WriteTimeout(str(exc), request=request) from exc
+            raise httpx.WriteError(str(exc), request=request) from exc
+        return _answer(sock, request, timeout.read)
+    finally:
+        sock.close()
+
+
+def _head(request: httpx.Request) -> bytes:
+    target = request.url.raw_path.decode("ascii")
+    lines = [f"{request.method} {target} HTTP/1.1"]
+    for name, value in request.headers.multi_items():
+        if name.lower() in ("connection", "accept-encoding"):
+            continue
+        lines.append(f"{name}: {value}")
+    lines += ["Accept-Encoding: identity", "Connection: close", "", ""]
+    return "\r\n".join(lines).encode("latin-1")
+
+
+def _answer(sock: socket.socket, request: httpx.Request, timeout: float | None) -> httpx.Response:
+    """The answer on `sock` as an `httpx.Response`; a failure raises what httpx would."""
+    response = http.client.HTTPResponse(sock, method=request.method)
+    try:
+        sock.settimeout(timeout)
+        response.begin()
+        content = response.read()
+    except TimeoutError as exc:
+        raise httpx.ReadTimeout(str(exc), request=request) from exc
+    except (OSError, http.client.HTTPException) as exc:
+        if isinstance(exc, http.client.RemoteDisconnected):
+            message = "Server disconnected without sending a response."
+            raise httpx.RemoteProtocolError(message, request=request) from exc
+        if isinstance(exc, http.client.HTTPException):
+            raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+        raise httpx.ReadError(str(exc), request=request) from exc
+    finally:
+        response.close()
+    return httpx.Response(
+        status_code=response.status,
+        headers=response.getheaders(),
+        content=content,
+        request=request,
+    )
