@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextvars
 import os
 import ssl
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -146,27 +147,44 @@ class PinnedBackend(httpcore.NetworkBackend):
         time.sleep(seconds)
 
 
-_POOLS: dict[int, httpcore.ConnectionPool] = {}
+_POOLS: dict[int, tuple[httpcore.ConnectionPool, ssl.SSLContext]] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool_and_context() -> tuple[httpcore.ConnectionPool, ssl.SSLContext]:
+    """One connection pool per worker process (never shared across a fork), made once however
+    many threads ask at the same time, and its TLS context (loading the CA bundle takes tens of
+    milliseconds). No proxies from the environment, no redirects (httpcore never follows
+    them)."""
+    pid = os.getpid()
+    with _POOLS_LOCK:
+        made = _POOLS.get(pid)
+        if made is None:
+            _POOLS.clear()
+            context = httpx.create_ssl_context(trust_env=False)
+            # What httpcore sets on it for each HTTP/1.1 connection anyway.
+            context.set_alpn_protocols(["http/1.1"])
+            pool = httpcore.ConnectionPool(ssl_context=context, network_backend=PinnedBackend())
+            made = _POOLS[pid] = (pool, context)
+        return made
 
 
 def _pool() -> httpcore.ConnectionPool:
-    """One connection pool per worker process (never shared across a fork). No proxies from
-    the environment, no redirects (httpcore never follows them)."""
-    pid = os.getpid()
-    pool = _POOLS.get(pid)
-    if pool is None:
-        _POOLS.clear()
-        pool = _POOLS[pid] = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
-            network_backend=PinnedBackend(),
-        )
-    return pool
+    return _pool_and_context()[0]
+
+
+def http_client_ready() -> None:
+    """Make this process's connection pool and TLS context now (a delivery thread starting),
+    rather than during the first request."""
+    _pool_and_context()
 
 
 def http_clients_close() -> None:
     """Close the pooled connections (process shutdown, tests)."""
-    while _POOLS:
-        _, pool = _POOLS.popitem()
+    with _POOLS_LOCK:
+        pools = list(_POOLS.values())
+        _POOLS.clear()
+    for pool, _ in pools:
         pool.close()
 
 
@@ -196,6 +214,48 @@ def wire_target(url: str) -> tuple[httpcore.URL, str]:
     return wire, host
 
 
+@dataclass(frozen=True)
+class Ahead:
+    """A connection opened before its request's time (`connect_ahead`), to the address the
+    target check approved; `send` uses it for that one request, then closes it."""
+
+    connection: httpcore.HTTP11Connection
+    stream: httpcore.NetworkStream
+
+    def usable(self) -> bool:
+        # Readable before anything was sent on it: the receiver closed it (or spoke unasked).
+        return not self.connection.is_closed() and not self.stream.get_extra_info("is_readable")
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def connect_ahead(*, target: Target, timeout: float) -> Ahead | None:
+    """Open now (TCP, and TLS for https) the connection a request to `target` will be sent on
+    at its time, so that its time is spent sending rather than connecting; gives up after
+    `timeout` seconds. None when that fails, or when the pool holds an idle kept-alive
+    connection to the same origin already: the request then connects (or reuses) at its time
+    as before, and any failure is the request's own."""
+    wire, host = wire_target(target.url)
+    pool, context = _pool_and_context()
+    origin = wire.origin
+    if any(c.can_handle_request(origin) and c.is_idle() for c in pool.connections):
+        return None
+    deadline = time.monotonic() + timeout
+    route = Route(host=host, port=target.port, address=target.address, deadline=deadline)
+    stream: httpcore.NetworkStream | None = None
+    try:
+        with _routed(route):
+            stream = PinnedBackend().connect_tcp(host, target.port, timeout=timeout)
+            if wire.scheme == b"https":
+                stream = stream.start_tls(context, server_hostname=host, timeout=timeout)
+    except TRANSPORT_ERRORS:
+        if stream is not None:
+            stream.close()
+        return None
+    return Ahead(connection=httpcore.HTTP11Connection(origin=origin, stream=stream), stream=stream)
+
+
 def send(
     *,
     target: Target,
@@ -206,11 +266,15 @@ def send(
     request_timeout: float,
     max_seconds: float,
     max_body: int,
+    ahead: Ahead | None = None,
 ) -> Reply:
     """One request to `target`, connected to `target.address` (or by name for the platform's
     own base URL); reads at most `max_body` bytes of the response. The whole request (connect,
     send, response) ends within `max_seconds`, however slowly the receiver answers. Raises
-    TRANSPORT_ERRORS."""
+    TRANSPORT_ERRORS.
+
+    `ahead`, a connection `connect_ahead` opened for this request, carries it if the receiver
+    has not closed it meanwhile (else the pool connects as usual); it is closed afterwards."""
     wire, host = wire_target(target.url)
     deadline = time.monotonic() + max_seconds
     route = Route(host=host, port=target.port, address=target.address, deadline=deadline)
@@ -220,17 +284,24 @@ def send(
         "write": min(request_timeout, max_seconds),
         "pool": min(connect_timeout, max_seconds),
     }
-    with (
-        _routed(route),
-        _pool().stream(
-            method, wire, headers=headers, content=body, extensions={"timeout": timeouts}
-        ) as response,
-    ):
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_stream():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size >= max_body:
-                break
-        return Reply(status=response.status, body=b"".join(chunks)[:max_body])
+    client: httpcore.ConnectionInterface | httpcore.ConnectionPool = _pool()
+    if ahead is not None and ahead.usable():
+        client = ahead.connection
+    try:
+        with (
+            _routed(route),
+            client.stream(
+                method, wire, headers=headers, content=body, extensions={"timeout": timeouts}
+            ) as response,
+        ):
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_stream():
+                chunks.append(chunk)
+                size += len(chunk)
+                if size >= max_body:
+                    break
+            return Reply(status=response.status, body=b"".join(chunks)[:max_body])
+    finally:
+        if ahead is not None:
+            ahead.close()

@@ -24,7 +24,13 @@ from django.utils import timezone
 
 from apps.core.queue import PLAN_EXECUTE, PLAN_EXECUTE_MANY, enqueue
 from apps.core.services import heartbeat_beat, heartbeat_forget
-from apps.schedule.delivery import FIRE_LEAD, WATCHER, DeliveryPool, delivery_mode
+from apps.schedule.delivery import (
+    FIRE_LEAD,
+    WATCHER,
+    DeliveryPool,
+    delivery_mode,
+    delivery_thread_ready,
+)
 from apps.schedule.execution.claims import (
     ArmedPlan,
     plan_claim,
@@ -82,7 +88,11 @@ class PlanWatcher:
     # --- the poll loop ---------------------------------------------------------------------
     def run(self, *, once: bool = False) -> None:
         if self.mode == WATCHER:
-            self.pool = DeliveryPool(int(settings.PLAN_DELIVERY_THREADS), on_done=self._delivered)
+            self.pool = DeliveryPool(
+                int(settings.PLAN_DELIVERY_THREADS),
+                on_done=self._delivered,
+                ready=delivery_thread_ready,
+            )
         for thread in self._threads:
             thread.start()
         try:

@@ -22,11 +22,19 @@ from apps.schedule.selfcalls import (
     self_call_headers,
     url_target,
 )
-from apps.schedule.targets import BOOKING_HEADERS, TargetRefused, header_problem, resolve_target
+from apps.schedule.targets import (
+    BOOKING_HEADERS,
+    Target,
+    TargetRefused,
+    header_problem,
+    resolve_target,
+)
 from apps.schedule.task_runs import action_topic_call
-from apps.schedule.transport import TRANSPORT_ERRORS, send
+from apps.schedule.transport import TRANSPORT_ERRORS, Ahead, connect_ahead, send
 
 CONNECTION_ERROR = 599
+# Less time than this before a plan's time: its request connects when sent, as always.
+AHEAD_MIN_SECONDS = 0.005
 EXCERPT = 2000
 
 
@@ -84,6 +92,16 @@ RESERVED_HEADERS = frozenset(
 )
 
 
+def _connect_ahead(target: Target, *, not_before: float, connect_timeout: float) -> Ahead | None:
+    """A plan started ahead of its time opens its request's connection to an external
+    receiver in the meantime (`transport.connect_ahead`), giving up at its time. Not for the
+    platform's own calls: an idle connection would hold one of its web workers."""
+    left = not_before - time.time()
+    if target.relative or left < AHEAD_MIN_SECONDS:
+        return None
+    return connect_ahead(target=target, timeout=min(connect_timeout, left))
+
+
 def action_request(plan: Plan, life: Life, *, not_before: float | None = None) -> Outcome:
     """Make one signed HTTP request for `plan` (no redirects); never raises. A relative
     path (the platform itself) gets a one-time self-call signature, an external receiver a
@@ -105,10 +123,6 @@ def action_request(plan: Plan, life: Life, *, not_before: float | None = None) -
         return Outcome(None, f"refused: {BOOKING_TOKEN_GONE}", 0.0, "", final=True)
     payload, action_headers = _body_text(action)
     body = payload.encode()
-    if not_before is not None and not_before > time.time():
-        time.sleep(not_before - time.time())
-        started = time.monotonic()  # the attempt's duration counts from its request
-    sent_at = timezone.now()
     # A booking header (refused at booking since) would book the call instead of making it.
     headers = [
         (k, v)
@@ -119,6 +133,14 @@ def action_request(plan: Plan, life: Life, *, not_before: float | None = None) -
     problem = next((p for k, v in headers if (p := header_problem(k, v)) is not None), None)
     if problem is not None:
         return Outcome(None, f"refused: {problem}", 0.0, "")
+    connect_timeout = float(action.get("connect_timeout") or 5)
+    request_timeout = float(action.get("request_timeout") or 30)
+    ahead = None
+    if not_before is not None and not_before > time.time():
+        ahead = _connect_ahead(target, not_before=not_before, connect_timeout=connect_timeout)
+        time.sleep(max(not_before - time.time(), 0.0))
+        started = time.monotonic()  # the attempt's duration counts from its request
+    sent_at = timezone.now()
     attempt = plan.attempts_count + 1
     if target.relative:
         # The platform's own call: a one-time signature bound to this very request.
@@ -145,8 +167,6 @@ def action_request(plan: Plan, life: Life, *, not_before: float | None = None) -
             ("X-Schedule-Plan", plan.kind),
             (ATTEMPT_HEADER, str(attempt)),
         ]
-    connect_timeout = float(action.get("connect_timeout") or 5)
-    request_timeout = float(action.get("request_timeout") or 30)
     try:
         reply = send(
             target=target,
@@ -159,6 +179,7 @@ def action_request(plan: Plan, life: Life, *, not_before: float | None = None) -
                 connect_timeout + request_timeout, float(settings.SCHEDULE_ACTION_MAX_SECONDS)
             ),
             max_body=EXCERPT * 4,
+            ahead=ahead,
         )
     except TRANSPORT_ERRORS as exc:
         elapsed = (time.monotonic() - started) * 1000
