@@ -36,7 +36,8 @@ from apps.benchmarks.models import (
     TeamMember,
 )
 from apps.benchmarks.selectors import challenge_get_seen, participant_get
-from apps.benchmarks.services.phase_limits import phase_entry_count_if_under, phase_limits_admit
+from apps.benchmarks.services.phase_count import phase_entry_count_if_under
+from apps.benchmarks.services.phase_limits import phase_limits_admit
 from apps.core.exceptions import NotFound
 from apps.core.sql import SqlStatement
 from apps.jobs.admission_checks import AdmissionCandidate
