@@ -128,13 +128,10 @@ _CALL = "SELECT {}({})".format(
 
 def _numbered(sql: str, numbers: list[int]) -> str:
     """`sql` with its `%s` placeholders, in order, as PL/pgSQL's `$n` parameters."""
-    parts = sql.split("%s")
-    if len(parts) != len(numbers) + 1:
-        raise ValueError(f"{len(parts) - 1} placeholders for {len(numbers)} parameters")
-    return "".join(
-        part + (f"${n}" if k < len(numbers) else "")
-        for k, (part, n) in enumerate(zip(parts, [*numbers, 0], strict=True))
-    )
+    first, *parts = sql.split("%s")
+    if len(parts) != len(numbers):
+        raise ValueError(f"{len(parts)} placeholders for {len(numbers)} parameters")
+    return first + "".join(f"${n}{part}" for n, part in zip(numbers, parts, strict=True))
 
 
 def count_function_body(using: str = "default") -> str:
