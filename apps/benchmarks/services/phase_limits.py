@@ -18,14 +18,12 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-from django.db import connection
 from django.db.models import Sum
 
 from apps.benchmarks.metrics import phase_limit_refused
-from apps.benchmarks.models import Entry, GrantLimit, Phase, Team, TeamGrant, TeamMember
+from apps.benchmarks.models import Entry, GrantLimit, Phase, Team, TeamGrant
 from apps.benchmarks.team_exceptions import PhaseLimitExceeded
-from apps.core.sql import SqlStatement
-from apps.jobs.models import ACTIVE_JOB_STATUSES, Job
+from apps.jobs.models import ACTIVE_JOB_STATUSES
 
 PER_DAY = "per_day"
 TOTAL = "total"
@@ -120,110 +118,3 @@ def phase_limits_admit(*, entry: Entry, team: Team, now: dt.datetime) -> None:
     Entry.objects.filter(pk=entry.pk).update(
         team=team, counted=True, counted_at=now, refund_reason=""
     )
-
-
-_ACTIVE = ", ".join("%s" for _ in ACTIVE_JOB_STATUSES)
-# The team's counted entries in the phase, all of them and today's (one scan of the team's
-# entries), and its grants, total and today's (one scan of its grants).
-_USED = (
-    "SELECT COUNT(*) AS total,"
-    " COALESCE(SUM(CASE WHEN c.{e.counted_at} >= %s THEN 1 ELSE 0 END), 0) AS today"
-    " FROM {e} c WHERE c.{e.phase} = %s AND c.{e.team} = %s AND c.{e.counted} = %s"
-)
-_GRANTED = (
-    "SELECT COALESCE(SUM(CASE WHEN g.{g.limit} = %s THEN g.{g.extra} ELSE 0 END), 0) AS total,"
-    " COALESCE(SUM(CASE WHEN g.{g.limit} = %s AND g.{g.day} = %s THEN g.{g.extra} ELSE 0 END),"
-    " 0) AS today FROM {g} g WHERE g.{g.team} = %s AND g.{g.phase} = %s"
-)
-# Queued or running: only counted when the team's counted entries could reach the limit.
-_ACTIVE_COUNT = (
-    "SELECT COUNT(*) FROM {e} a WHERE a.{e.phase} = %s AND a.{e.team} = %s"  # noqa: S608
-    f" AND a.{{e.counted}} = %s AND EXISTS (SELECT 1 FROM {{j}} j"
-    f" WHERE j.{{j.submission}} = a.{{e.submission}} AND j.{{j.status}} IN ({_ACTIVE}))"
-)
-
-
-def _count_if_under_statement(*, total: bool, per_day: bool, concurrent: bool) -> SqlStatement:
-    """The conditional UPDATE of `phase_limits_count_if_under` for a phase that sets the limits
-    given (a limit it does not set is not checked). Parameters: see `_count_if_under_params`."""
-    sql = (
-        "UPDATE {e} SET {e.team} = %s, {e.counted} = %s, {e.counted_at} = %s,"
-        " {e.refund_reason} = '' WHERE {e.submission} = %s"
-        " AND EXISTS (SELECT 1 FROM {m} m WHERE m.{m.team} = %s AND m.{m.user} = %s)"
-    )
-    under = [
-        *(["u.total < %s + g.total"] if total else []),
-        *(["u.today < %s + g.today"] if per_day else []),
-        *([f"(u.total < %s OR ({_ACTIVE_COUNT}) < %s)"] if concurrent else []),
-    ]
-    if under:
-        sql += (
-            f" AND EXISTS (SELECT 1 FROM ({_USED}) u, ({_GRANTED}) g"  # noqa: S608
-            f" WHERE {' AND '.join(under)})"
-        )
-    return SqlStatement(sql, e=Entry, g=TeamGrant, m=TeamMember, j=Job)
-
-
-# Raw SQL on purpose: compiling this UPDATE cost the ORM several times what PostgreSQL spends
-# running it, on every phase job submission (docs/benchmarks.md). One statement per
-# combination of the limits a phase sets.
-_COUNT_IF_UNDER = {
-    (total, per_day, concurrent): _count_if_under_statement(
-        total=total, per_day=per_day, concurrent=concurrent
-    )
-    for total in (False, True)
-    for per_day in (False, True)
-    for concurrent in (False, True)
-}
-
-
-@dataclass(frozen=True)
-class PhaseLimits:
-    """What the phase's check at enqueue needs of a phase: its id and the limits it sets."""
-
-    phase_id: str
-    per_day: int | None
-    total: int | None
-    concurrent: int | None
-
-
-def _count_if_under_params(
-    *, entry_id: str, limits: PhaseLimits, team_id: str, user_id: int, now: dt.datetime
-) -> list[object]:
-    ops = connection.ops
-    params: list[object] = [team_id, True, ops.adapt_datetimefield_value(now), entry_id]
-    params += [team_id, user_id]
-    if limits.total is None and limits.per_day is None and limits.concurrent is None:
-        return params
-    start = utc_day_start(now)
-    params += [ops.adapt_datetimefield_value(start), limits.phase_id, team_id, True]
-    params += [GrantLimit.TOTAL.value, GrantLimit.PER_DAY.value]
-    params += [ops.adapt_datefield_value(start.date()), team_id, limits.phase_id]
-    if limits.total is not None:
-        params += [limits.total]
-    if limits.per_day is not None:
-        params += [limits.per_day]
-    if limits.concurrent is not None:
-        params += [limits.concurrent, limits.phase_id, team_id, True]
-        params += [*(status.value for status in ACTIVE_JOB_STATUSES), limits.concurrent]
-    return params
-
-
-def phase_limits_count_if_under(
-    *, entry_id: str, limits: PhaseLimits, team_id: str, user_id: int, now: dt.datetime
-) -> bool:
-    """One statement: count the entry `entry_id` for `team_id` if the user is still a member
-    and the team is under every limit of the entry's phase (grants included), and say whether
-    it was counted.
-
-    The caller holds the team row's lock, taken in a statement of its own before this one, so
-    the counts (read at this statement's start) include every entry counted before the lock
-    was granted. False says nothing about why: `phase_limits_admit` then finds out (and makes
-    the refusal) under the same lock."""
-    statement = _COUNT_IF_UNDER[
-        (limits.total is not None, limits.per_day is not None, limits.concurrent is not None)
-    ]
-    params = _count_if_under_params(
-        entry_id=entry_id, limits=limits, team_id=team_id, user_id=user_id, now=now
-    )
-    return statement.rowcount(params) == 1

@@ -36,11 +36,8 @@ from apps.benchmarks.models import (
     TeamMember,
 )
 from apps.benchmarks.selectors import challenge_get_seen, participant_get
-from apps.benchmarks.services.phase_limits import (
-    PhaseLimits,
-    phase_limits_admit,
-    phase_limits_count_if_under,
-)
+from apps.benchmarks.services.phase_count import phase_entry_count_if_under
+from apps.benchmarks.services.phase_limits import phase_limits_admit
 from apps.core.exceptions import NotFound
 from apps.core.sql import SqlStatement
 from apps.jobs.admission_checks import AdmissionCandidate
@@ -174,13 +171,11 @@ def _random_name(base: str) -> str:
     return _fit(base, f"-{secrets.token_hex(4)}")
 
 
-# The entry's team and phase, whether the phase is open at the given moment (twice) and its
-# limits: plain SQL, once per phase job submission (the ORM spent longer compiling this join
-# than PostgreSQL spent running it). PostgreSQL locks the entry's team row; on SQLite the
-# job's IMMEDIATE transaction already serializes every writer.
+# The entry's phase and whether it is open at the given moment (twice), the entry's team row
+# locked (PostgreSQL): what an enqueue reads when the phase's one-round-trip check
+# (`phase_entry_count_if_under`) did not count the entry.
 _ENTRY_PHASE_SQL = (
-    "SELECT e.{e.team}, p.{p.id}, p.{p.start} <= %s AND (p.{p.end} IS NULL OR %s < p.{p.end}),"
-    " p.{p.limit_per_day}, p.{p.limit_total}, p.{p.limit_concurrent}"
+    "SELECT p.{p.id}, p.{p.start} <= %s AND (p.{p.end} IS NULL OR %s < p.{p.end})"
     " FROM {e} e JOIN {p} p ON p.{p.id} = e.{e.phase} JOIN {t} t ON t.{t.id} = e.{e.team}"
     " WHERE e.{e.submission} = %s"
 )
@@ -199,31 +194,25 @@ def phase_admission_check(candidate: AdmissionCandidate) -> None:
     row FIRST (the user's quota row comes after, in the jobs admission); the membership is read
     again under the lock, since a leave may have committed in between.
 
-    Two statements when the submitter is still in the entry's team and under its limits (the
-    usual case), both plain SQL: read the entry's phase (its window and limits) with the
-    entry's team row locked (`_ENTRY_PHASE_LOCK`), then count the entry in one conditional
-    UPDATE whose subqueries check the membership and every limit
-    (`phase_limits_count_if_under`). Otherwise, still under that lock, the general path below
-    reads the entry with its phase, finds the current team (or makes a team of one), locks it,
-    and admits or refuses."""
+    One round trip when the submitter is still in the entry's team and under its limits (the
+    usual case): the entry's team row locked, then the entry counted by one conditional UPDATE
+    whose subqueries check the phase's window, the membership and every limit
+    (`phase_entry_count_if_under`). Otherwise, still under that lock, the entry's phase is read
+    (gone or closed: PhaseClosed), and the general path below finds the current team (or makes
+    a team of one), locks it, and admits or refuses."""
+    user_id = int(candidate.user.pk)
+    if phase_entry_count_if_under(
+        entry_id=candidate.submission_id, user_id=user_id, now=candidate.now
+    ):
+        return
     locked = _ENTRY_PHASE_LOCK if connection.features.has_select_for_update else _ENTRY_PHASE
     now = connection.ops.adapt_datetimefield_value(candidate.now)
     row = locked.fetchone([now, now, candidate.submission_id])
     if row is None:
         raise PhaseClosed("The phase of this submission no longer exists.")
-    team_id, phase_id, is_open, per_day, total, concurrent = row
+    phase_id, is_open = row
     if not is_open:
         phase_assert_open(Phase.objects.get(pk=phase_id), candidate.now)
-    user_id = int(candidate.user.pk)
-    limits = PhaseLimits(phase_id=phase_id, per_day=per_day, total=total, concurrent=concurrent)
-    if phase_limits_count_if_under(
-        entry_id=candidate.submission_id,
-        limits=limits,
-        team_id=team_id,
-        user_id=user_id,
-        now=candidate.now,
-    ):
-        return
     entry = Entry.objects.select_related("phase").get(pk=candidate.submission_id)
     challenge = Challenge.objects.get(pk=entry.phase.challenge_id)
     for _attempt in range(_NAME_ATTEMPTS):
