@@ -21,7 +21,7 @@ from apps.core.exceptions import (
 from apps.core.models import ApiToken, Heartbeat
 from apps.core.permissions import reviewer_permission
 from apps.core.scopes import DEFAULT_SCOPES, scopes_allowed, scopes_normalize
-from apps.core.selectors import owned_get
+from apps.core.selectors import owned_get, token_with_user
 from apps.core.tokens import digests_match, token_generate, token_parts
 
 User = get_user_model()
@@ -190,7 +190,7 @@ def token_authenticate(*, token: str) -> ApiToken:
     parts = token_parts(token)
     if parts is None:
         raise TokenInvalid()
-    api_token = ApiToken.objects.select_related("user").filter(key_id=parts.key_id).first()
+    api_token = token_with_user(key_id=parts.key_id)
     if api_token is None or not digests_match(api_token.digest, parts.digest):
         raise TokenInvalid()
     now = timezone.now()

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, TypeVar
 from django.db import connections
 from django.db.models import Model
 
-__all__ = ["ModelInsert", "SqlStatement"]
+__all__ = ["ModelInsert", "SqlStatement", "model_from_row"]
 
 M = TypeVar("M", bound=Model)
 
@@ -119,6 +119,23 @@ class SqlStatement:
         return model.from_db(
             using, [f.attname for f in fields], tuple(by_column[f.column] for f in fields)
         )
+
+
+def model_from_row(model: type[M], values: Sequence[Any], *, using: str = "default") -> M:
+    """An instance of `model` from the values of all its concrete fields, in their order, as a
+    raw cursor read them: with the converters a query applies (the backend's and the
+    fields': e.g. SQLite's datetimes made aware, its booleans), as the ORM's `from_db` gets."""
+    connection = connections[using]
+    fields = model._meta.concrete_fields
+    converted = list(values)
+    for i, field in enumerate(fields):
+        col = field.cached_col
+        for convert in (
+            *connection.ops.get_db_converters(col),
+            *col.get_db_converters(connection),
+        ):
+            converted[i] = convert(converted[i], col, connection)
+    return model.from_db(using, [f.attname for f in fields], converted)
 
 
 class ModelInsert:

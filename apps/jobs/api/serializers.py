@@ -63,6 +63,59 @@ class JobSubmitInputSerializer(serializers.Serializer[Any]):
         return value
 
 
+_SUBMIT_FIELDS = frozenset(
+    ("submission_id", "config", "idempotency_key", "idempotency_ttl_hours", "reservation_id")
+)
+
+
+def _plain_text(value: Any, max_length: int | None, *, trimmed: bool) -> bool:
+    """`value` is a string a CharField keeps as is: ASCII (no surrogate), no NUL, within
+    `max_length`, and (`trimmed`) without whitespace around it."""
+    return (
+        type(value) is str
+        and value.isascii()
+        and "\x00" not in value
+        and (max_length is None or len(value) <= max_length)
+        and (not trimmed or value.strip() == value)
+    )
+
+
+def submit_input_plain(data: Any) -> dict[str, Any] | None:
+    """The values `JobSubmitInputSerializer` validates `data` to, when every given value is
+    one the serializer keeps unchanged (plain ASCII strings, an object or null config, an int
+    TTL in range); None for anything else, which the serializer then validates (and words
+    its errors). The usual body skips building the serializer and its fields per request."""
+    if type(data) is not dict or not data.keys() <= _SUBMIT_FIELDS:
+        return None
+    submission_id = data.get("submission_id")
+    if not _plain_text(submission_id, 64, trimmed=True) or not submission_id:
+        return None
+    values: dict[str, Any] = {"submission_id": submission_id}
+    if "config" in data:
+        config = data["config"]
+        if config is None:
+            config = {}
+        elif type(config) is not dict:
+            return None
+        values["config"] = config
+    if "idempotency_key" in data:
+        key = data["idempotency_key"]
+        if not _plain_text(key, None, trimmed=False):
+            return None
+        values["idempotency_key"] = key
+    if "idempotency_ttl_hours" in data:
+        ttl = data["idempotency_ttl_hours"]
+        if type(ttl) is not int or not 1 <= ttl <= 168:
+            return None
+        values["idempotency_ttl_hours"] = ttl
+    if "reservation_id" in data:
+        reservation = data["reservation_id"]
+        if reservation is not None and not _plain_text(reservation, 64, trimmed=True):
+            return None
+        values["reservation_id"] = reservation
+    return values
+
+
 class JobReplayOutputSerializer(serializers.Serializer[Any]):
     """A `SubmitResult` answered as a replay of its key's job."""
 
@@ -129,3 +182,21 @@ class JobLogsOutputSerializer(serializers.Serializer[Any]):
         allow_blank=True, help_text="The grader's captured output (capped), empty until it ran."
     )
     error = serializers.CharField(allow_blank=True)
+
+
+def submit_output(result: Any) -> dict[str, Any]:
+    """What `JobSubmitOutputSerializer` (a new job) or `JobReplayOutputSerializer` (a replay)
+    renders for a `SubmitResult`, built directly: the same keys, order and types, without a
+    serializer and its fields per request (tests/jobs compare the two)."""
+    job = result.job
+    body: dict[str, Any] = {
+        "success": True,
+        "job_id": str(job.pk),
+        "status": str(job.status),
+        "idempotent_hit": not result.created,
+    }
+    if result.created:
+        body["quota_warnings"] = [str(warning) for warning in result.quota_warnings]
+        warning = result.cost_limit_warning
+        body["cost_limit_warning"] = None if warning is None else str(warning)
+    return body

@@ -17,6 +17,8 @@ from apps.jobs.api.serializers import (
     JobReplayOutputSerializer,
     JobSubmitInputSerializer,
     JobSubmitOutputSerializer,
+    submit_input_plain,
+    submit_output,
 )
 from apps.jobs.selectors import job_get, job_list
 from apps.jobs.services import job_cancel, job_submit
@@ -81,7 +83,9 @@ class JobListCreateApi(ApiView):
         },
     )
     def post(self, request: Request) -> Response:
-        values = self.body(JobSubmitInputSerializer)
+        values = submit_input_plain(request.data)
+        if values is None:
+            values = self.body(JobSubmitInputSerializer)
         result = job_submit(
             user=self.user,
             submission_id=values["submission_id"],
@@ -91,11 +95,10 @@ class JobListCreateApi(ApiView):
             idempotency_key_header=request.headers.get("Idempotency-Key"),
             idempotency_ttl_hours=values.get("idempotency_ttl_hours"),
         )
+        # The body of JobReplayOutputSerializer / JobSubmitOutputSerializer, built directly.
         if not result.created:
-            return self.respond(
-                JobReplayOutputSerializer, result, headers={"Idempotent-Replayed": "true"}
-            )
-        return self.respond(JobSubmitOutputSerializer, result, status=HTTPStatus.CREATED)
+            return Response(submit_output(result), headers={"Idempotent-Replayed": "true"})
+        return Response(submit_output(result), status=HTTPStatus.CREATED)
 
 
 class JobDetailApi(ApiView):
