@@ -38,7 +38,7 @@ PERFECT = {"predictions.csv": predictions_csv()}
 # own reads too (the chains at work, the switch check) that a batch of 20 pays once. An item
 # took 35 queries on SQLite at first, 23 with batches and a plan kept per worker; since, the
 # plan carries the phase's splits (-1) and a task first counts the chains at work (+1).
-ITEM_QUERIES = {"sqlite": 23, "postgresql": 22}
+ITEM_QUERIES = {"sqlite": 12, "postgresql": 12}
 
 
 def _rescoring(users: int) -> tuple[Phase, Rescore, list[Entry]]:
