@@ -18,7 +18,8 @@ that finds RESCORE_WORKERS chains holding live leases ends at once (`enough`): t
 a result added while the rescore runs starts (`rescore_entry_add`) never takes a worker that
 new submissions need. An item whose lease expired `GRADING_MAX_ATTEMPTS` times fails
 `worker_lost`. The per-item statements of the take and the outcome are kept SQL
-(`apps.core.sql`): compiling them cost more than running them.
+(`apps.core.sql`): compiling them cost more than running them; an entry's item is read and
+its scores and team rows written the same way (`rescore_entries`).
 
 `rescores_reap`: every minute, a live rescore with open items and no chain seen working
 for a lease's length gets its chains again (a Redis broker never re-delivers the task of a
