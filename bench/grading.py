@@ -41,7 +41,8 @@ def _environment(workdir: Path, workers: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     base = os.environ.get("DATABASE_URL", "")
     if base.startswith("postgres"):
-        name = f"yoyaku_bench_{os.getpid()}"
+        # Named after the given database (its owner's prefix on a shared server).
+        name = f"{base.rsplit('/', 1)[1] or 'yoyaku'}_bench_{os.getpid()}"
         url = base.rsplit("/", 1)[0] + "/" + name
         postgres_recreate(url)
     else:

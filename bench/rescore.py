@@ -16,7 +16,7 @@ so a slice runs alone, as an isolated run would, and its seconds are left out of
 rescore's. The baseline is all slices' runs over all their seconds, so a busy spell on the
 shared machine weighs on both sides alike; the slowest and fastest slice are printed to show
 the drift. CPU per item (the cluster's process group) and per isolated run (this process)
-are printed too, both without the sandboxed program's own CPU (`benchlib.runs`).
+are printed too, both with the sandboxed programs' own CPU (`benchlib.runs`).
 
 The N submissions (a team, a submission, its file and its counted entry each) are made with
 bulk INSERTs through the same models: the setup is not what is measured. The rescore is the
@@ -345,7 +345,7 @@ def _run(workdir: Path, args: argparse.Namespace) -> int:
     item_cpu = cluster_cpu / rescored * 1000
     run_cpu = slices.cpu / (slices.per * len(slices.seconds)) * 1000
     print(
-        f"CPU per item outside the sandboxed program (the cluster's processes): {item_cpu:5.1f}"
+        f"CPU per item (the cluster's processes, sandboxes included): {item_cpu:5.1f}"
         f" ms; per isolated run: {run_cpu:5.1f} ms"
     )
     print(

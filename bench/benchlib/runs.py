@@ -80,9 +80,11 @@ def cluster_start(*, stderr: IO[bytes] | int = subprocess.DEVNULL) -> subprocess
 def process_group_cpu(pgid: int) -> float:
     """CPU seconds of a process group's live processes and the children they reaped
     (recycled workers, the sandboxes' launchers): user + system, own and reaped. The
-    sandboxed program's own CPU reaches neither this nor `own_cpu` (an isolated run counts
-    3 ms here, a bare `python3 -I` 18 ms), so both sides leave it out alike: the figures
-    compare the platform's work around the same sandboxed program."""
+    sandboxed program's own CPU reaches both this and `own_cpu` (2026-11-29: an isolated
+    run counts about 3 ms in this process and 36 ms in its reaped children at load 8; the
+    compiled runner, the sandbox's PID 1, reaps the program and bubblewrap waits for the
+    runner), so both sides count it alike: the difference of the two figures is the
+    platform's work around the same kind of program."""
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):

@@ -37,8 +37,11 @@ PERFECT = {"predictions.csv": predictions_csv()}
 # `BEGIN IMMEDIATE`. With RESCORE_BATCH = 1 each item is a task, so this counts the task's
 # own reads too (the chains at work, the switch check) that a batch of 20 pays once. An item
 # took 35 queries on SQLite at first, 23 with batches and a plan kept per worker; since, the
-# plan carries the phase's splits (-1) and a task first counts the chains at work (+1).
-ITEM_QUERIES = {"sqlite": 23, "postgresql": 22}
+# plan carries the phase's splits (-1) and a task first counts the chains at work (+1); then
+# 12 with the entry's item read in one statement (with its files) and its scores, team rows
+# and hidden split's rebuild one statement each, no savepoints (`rescore_entries`). PostgreSQL
+# takes the team's row lock (+1) and does not count its BEGIN (-1).
+ITEM_QUERIES = {"sqlite": 12, "postgresql": 12}
 
 
 def _rescoring(users: int) -> tuple[Phase, Rescore, list[Entry]]:

@@ -90,3 +90,17 @@ def rescore_plan(*, phase: Phase, version: int, version_bundle: str) -> RescoreP
             _plans.clear()
         _plans[key] = found
     return found
+
+
+def rescore_plan_for(
+    *, phase_id: str, version: int, bundle_file: str, bundle_sha256: str
+) -> RescorePlan:
+    """`rescore_plan` from ids (the challenge's current bundle name and digest): the phase is
+    read only when the plan is not kept yet."""
+    bundle = _version_bundle(phase_id=phase_id, version=version)
+    with _lock:
+        found = _plans.get((phase_id, version, bundle, bundle_file, bundle_sha256))
+    if found is not None:
+        return found
+    phase = Phase.objects.select_related("challenge").get(pk=phase_id)
+    return rescore_plan(phase=phase, version=version, version_bundle=bundle)

@@ -18,7 +18,8 @@ that finds RESCORE_WORKERS chains holding live leases ends at once (`enough`): t
 a result added while the rescore runs starts (`rescore_entry_add`) never takes a worker that
 new submissions need. An item whose lease expired `GRADING_MAX_ATTEMPTS` times fails
 `worker_lost`. The per-item statements of the take and the outcome are kept SQL
-(`apps.core.sql`): compiling them cost more than running them.
+(`apps.core.sql`): compiling them cost more than running them; an entry's item is read and
+its scores and team rows written the same way (`rescore_entries`).
 
 `rescores_reap`: every minute, a live rescore with open items and no chain seen working
 for a lease's length gets its chains again (a Redis broker never re-delivers the task of a
@@ -32,6 +33,7 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +43,17 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.benchmarks.models import Rescore, RescoreItem, RescoreItemStatus, RescoreState
-from apps.benchmarks.services.rescore_plans import RescorePlan, rescore_item_load, rescore_plan
+from apps.benchmarks.services.rescore_entries import (
+    Scores,
+    entry_item_load,
+    entry_item_score,
+    entry_item_write,
+)
+from apps.benchmarks.services.rescore_plans import (
+    RescorePlan,
+    rescore_item_load,
+    rescore_plan,
+)
 from apps.benchmarks.services.rescores import (
     LIVE,
     OPEN,
@@ -224,15 +236,9 @@ def _failed(reason: str) -> GradingResult:
     return GradingResult(outcome="failed", reason=reason)
 
 
-def _record(
-    *,
-    taken: _Taken,
-    item: RescoreItem,
-    version: int,
-    result: GradingResult,
-    cached: RescorePlan | None,
-) -> str:
-    """Write the outcome under the lease; `done`, `failed` or `lease_lost`."""
+def _record(*, taken: _Taken, result: GradingResult, write: Callable[[Scores], None]) -> str:
+    """Write the outcome under the lease (`write` stores the scores in the same
+    transaction); `done`, `failed` or `lease_lost`."""
     outcome = result.phase
     scored = outcome is not None and not outcome.failure and bool(outcome.scores)
     if outcome is None:
@@ -253,23 +259,32 @@ def _record(
         if not written:
             return "lease_lost"
         if scored and outcome is not None:
-            try:
-                with transaction.atomic():
-                    if item.entry is not None:
-                        entry_scores_record(
-                            entry=item.entry,
-                            version=version,
-                            splits=outcome.scores,
-                            metrics=None if cached is None else cached.metrics,
-                            phase_splits=None if cached is None else cached.splits,
-                        )
-                    elif item.baseline is not None:
-                        baseline_scores_record(
-                            baseline=item.baseline, version=version, splits=outcome.scores
-                        )
-            except IntegrityError:
-                logger.warning("rescore: item %s was already scored in v%s", item.pk, version)
+            write(outcome.scores)
     return "done" if scored else "failed"
+
+
+def _item_write(
+    item: RescoreItem, version: int, cached: RescorePlan | None
+) -> Callable[[Scores], None]:
+    """Store a baseline's (or an entry's, read by the ORM) scores through the models."""
+
+    def write(scores: Scores) -> None:
+        try:
+            with transaction.atomic():
+                if item.entry is not None:
+                    entry_scores_record(
+                        entry=item.entry,
+                        version=version,
+                        splits=scores,
+                        metrics=None if cached is None else cached.metrics,
+                        phase_splits=None if cached is None else cached.splits,
+                    )
+                elif item.baseline is not None:
+                    baseline_scores_record(baseline=item.baseline, version=version, splits=scores)
+        except IntegrityError:
+            logger.warning("rescore: item %s was already scored in v%s", item.pk, version)
+
+    return write
 
 
 def _give_back(taken: _Taken) -> None:
@@ -290,8 +305,11 @@ def _item_run(*, rescore_id: int) -> str:
     taken = _item_take(rescore_id=rescore_id)
     if taken is None:
         return "idle"
-    item = rescore_item_load(item_id=taken.item_id, of_entry=taken.of_entry)
-    version = item.rescore.version
+    entry = entry_item_load(item_id=taken.item_id) if taken.of_entry else None
+    item = None
+    if entry is None:
+        item = rescore_item_load(item_id=taken.item_id, of_entry=taken.of_entry)
+    version = item.rescore.version if item is not None else entry.version if entry else 0
     renewer = None if connection.in_atomic_block else _Renewer(taken)
     if renewer is not None:
         renewer.start()
@@ -299,11 +317,14 @@ def _item_run(*, rescore_id: int) -> str:
     cached: RescorePlan | None = None
     try:
         with interruptible():
-            result, cached = _score(item, version)
+            if entry is not None:
+                result, cached = entry_item_score(entry)
+            elif item is not None:
+                result, cached = _score(item, version)
     except WorkerStopping:
         pass  # given back below, once the renewer no longer renews the lease
     except Exception as exc:
-        logger.exception("rescore: scoring item %s raised", item.pk)
+        logger.exception("rescore: scoring item %s raised", taken.item_id)
         result = _failed(f"The scorer could not be run: {type(exc).__name__}: {exc}")
     finally:
         if renewer is not None:
@@ -311,8 +332,12 @@ def _item_run(*, rescore_id: int) -> str:
     if result is None:
         _give_back(taken)
         return "interrupted"
-    outcome = _record(taken=taken, item=item, version=version, result=result, cached=cached)
-    logger.info("rescore: item %s of v%s: %s", item.pk, version, outcome)
+    write = entry_item_write(entry, cached) if entry is not None else None
+    if item is not None:
+        write = _item_write(item, version, cached)
+    assert write is not None  # noqa: S101 - one of the two was loaded
+    outcome = _record(taken=taken, result=result, write=write)
+    logger.info("rescore: item %s of v%s: %s", taken.item_id, version, outcome)
     return outcome
 
 

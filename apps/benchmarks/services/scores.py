@@ -8,6 +8,10 @@ once leave the better of the two whatever the order, on SQLite and PostgreSQL. E
 a team's best rows holds the team's row lock (`apps.benchmarks.services.team_best`), and a
 hidden split of a phase with finals (`final_selection` > 0) is rebuilt from the team's finals
 rather than offered.
+
+A rescore writes an entry's scores and team rows with the same rules in kept SQL
+(`apps.benchmarks.services.rescore_entries`, one statement per step, run once per item);
+`tests/benchmarks/test_rescore_team_rows.py` checks its rows against `team_best_rebuild`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Who writes a team's best rows, and in which order:
 
-- a scoring result (`entry_scores_record`, in the result's transaction): locks the team row,
+- a scoring result (`entry_scores_record`, or a rescored entry's
+  `entry_item_scores_write` in kept SQL, in the result's transaction): locks the team row,
   then offers the new score (public split; every split when `final_selection` is 0) or
   rebuilds the hidden splits' rows (when the phase has finals);
 - a final selected or unselected (`apps.benchmarks.services.finals`): locks the phase row, then
