@@ -27,14 +27,14 @@ _COLOURS = {"done": "\x1b[38;5;197m", "finished": "\x1b[32m", "rest": "\x1b[38;5
 _STYLES = {"yellow": "\x1b[33m", "bold red": "\x1b[1;31m", "dim": "\x1b[2m"}
 
 
-def binary_size(count: float) -> str:
-    """1536 → "1.5 KiB"; what a bar shows beside itself."""
+def binary_size(count: float, bytes_unit: str = "bytes") -> str:
+    """1536 → "1.5 KiB"; what a bar shows beside itself (tables name bytes "B")."""
     value = float(count)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
+    for unit in (bytes_unit, "KiB", "MiB", "GiB"):
         if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "bytes" else f"{value:.1f} {unit}"
+            return f"{value:.0f} {unit}" if unit == bytes_unit else f"{value:.1f} {unit}"
         value /= 1024
-    return f"{count} bytes"  # pragma: no cover
+    return f"{count} {bytes_unit}"  # pragma: no cover
 
 
 def _clock(seconds: float | None) -> str:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from yoyaku_client.bars import Bars
+from yoyaku_client.bars import Bars, binary_size
 from yoyaku_client.models import to_jsonable
 from yoyaku_client.submit import LocalFile, Reporter
 
@@ -221,12 +221,8 @@ def table_time(value: dt.datetime | None) -> str:
 
 
 def size(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{count} B"  # pragma: no cover
+    """1536 → "1.5 KiB", as a table shows a file's size."""
+    return binary_size(count, "B")
 
 
 class QuietReporter(Reporter):
