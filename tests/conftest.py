@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,15 @@ hypothesis_settings.register_profile(
     "yoyaku", deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 hypothesis_settings.load_profile("yoyaku")
+
+# A suite started in the background of a shell without job control inherits SIGINT (and
+# SIGQUIT) ignored, and so would every process it starts: the tests that press Ctrl-C on the
+# client or on runserver would then wait forever. A handler here is reset to the default in
+# each child, whatever the suite was started from.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 def pytest_report_header() -> list[str]:
