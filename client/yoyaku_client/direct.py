@@ -44,6 +44,7 @@ def send_request(
     """Send `request` with `body` written to its socket (without one, the request's own
     content, e.g. its JSON); its answer, read whole."""
     url = request.url
+    head = _head(request)  # a header that would end the head early is refused before connecting
     try:
         sock = socket.create_connection((url.host, url.port or 80), timeout=timeout.connect)
     except TimeoutError as exc:
@@ -55,9 +56,9 @@ def send_request(
         sock.settimeout(timeout.write)
         try:
             if body is None:
-                sock.sendall(_head(request) + request.read())
+                sock.sendall(head + request.read())
             else:
-                sock.sendall(_head(request))
+                sock.sendall(head)
                 body.send_to(sock)
         except (ConnectionError, TimeoutError) as exc:
             # The server may have answered before reading the whole body (a refusal from the
