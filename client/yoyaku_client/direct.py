@@ -1,17 +1,20 @@
-"""An upload to a plain-HTTP server on a connection of its own, its files sent by `sendfile`.
+"""Requests to a plain-HTTP server on a connection of their own, a file's bytes sent by
+`sendfile`.
 
 httpx sends a body from an iterator of `bytes`: every byte of a file is read into this process
 (a copy out of the page cache) and written to the socket (a copy into the kernel's buffers).
 Here the same request goes out on a socket of its own: the head and the multipart pieces
 with `sendall`, each file with `socket.sendfile`, which gives the socket the file's pages with
-no copy through this process; the answer is read with `http.client`. The request is the one
-httpx built (its URL, its headers: the token, the user agent, `Content-Length`,
-`X-Content-SHA256`), with `Connection: close` and `Accept-Encoding: identity`; the answer is
-an `httpx.Response`, and a failure is the `httpx.TransportError` httpx raises for it, so
-`Transport` retries and reports it as before.
+no copy through this process; the answer is read with `http.client`. A request without a
+file (a JSON body or none) goes the same way, its body after the head, so a command that
+talks to a plain-HTTP server never loads httpx's transport (httpcore, h11: a tenth of its
+start). The request is an `httpx.Request` (its URL, its headers: the token, the user agent,
+`Content-Length`, `X-Content-SHA256`), sent with `Connection: close` and
+`Accept-Encoding: identity`; the answer is an `httpx.Response`, and a failure is the
+`httpx.TransportError` httpx raises for it, so `Transport` retries and reports it as before.
 
-Used for multipart uploads to an `http://` server when no proxy is configured: over TLS the
-bytes must pass through this process to be encrypted (httpx sends those).
+Used for a plain-HTTP server when no proxy is configured: over TLS the bytes must pass
+through this process to be encrypted (httpx sends those).
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ import httpx
 
 from yoyaku_client.multipart import MultipartStream
 
-__all__ = ["direct_upload_possible", "send_upload"]
+__all__ = ["direct_possible", "send_request"]
 
 
-def direct_upload_possible(base_url: str) -> bool:
+def direct_possible(base_url: str) -> bool:
     """A plain-HTTP server reached without a proxy, on a system with `sendfile`."""
     if not base_url.startswith("http://") or not hasattr(socket.socket, "sendfile"):
         return False
@@ -35,11 +38,13 @@ def direct_upload_possible(base_url: str) -> bool:
     return not (proxies.get("http") or proxies.get("all"))
 
 
-def send_upload(
-    request: httpx.Request, body: MultipartStream, timeout: httpx.Timeout
+def send_request(
+    request: httpx.Request, body: MultipartStream | None, timeout: httpx.Timeout
 ) -> httpx.Response:
-    """Send `request` with `body` written to its socket; its answer, read whole."""
+    """Send `request` with `body` written to its socket (without one, the request's own
+    content, e.g. its JSON); its answer, read whole."""
     url = request.url
+    head = _head(request)  # a header that would end the head early is refused before connecting
     try:
         sock = socket.create_connection((url.host, url.port or 80), timeout=timeout.connect)
     except TimeoutError as exc:
@@ -50,8 +55,11 @@ def send_upload(
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(timeout.write)
         try:
-            sock.sendall(_head(request))
-            body.send_to(sock)
+            if body is None:
+                sock.sendall(head + request.read())
+            else:
+                sock.sendall(head)
+                body.send_to(sock)
         except (ConnectionError, TimeoutError) as exc:
             # The server may have answered before reading the whole body (a refusal from the
             # head: too large, a bad token) and closed: that answer is the request's.
@@ -73,6 +81,8 @@ def _head(request: httpx.Request) -> bytes:
     for name, value in request.headers.multi_items():
         if name.lower() in ("connection", "accept-encoding"):
             continue
+        if any(c in name + value for c in "\r\n\0"):  # a header of its own: refused (as h11 does)
+            raise httpx.LocalProtocolError(f"Illegal header {name!r}", request=request)
         lines.append(f"{name}: {value}")
     lines += ["Accept-Encoding: identity", "Connection: close", "", ""]
     return "\r\n".join(lines).encode("latin-1")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from urllib.parse import quote
 
 import httpx
 
-from yoyaku_client.direct import direct_upload_possible, send_upload
+from yoyaku_client.direct import direct_possible, send_request
 from yoyaku_client.errors import (
     AmbiguousRequestError,
     ApiError,
@@ -134,23 +135,45 @@ class Transport:
             headers["Authorization"] = f"Bearer {token}"
         if timeout is None:
             timeout = httpx.Timeout(connect=10.0, read=120.0, write=120.0, pool=60.0)
-        self.http = httpx.Client(
-            base_url=f"{self.base_url}/api",
-            headers=headers,
-            timeout=timeout,
-            transport=http_transport,
-            follow_redirects=False,
-            # Every request goes to base_url (redirects are not followed): a plain-HTTP server
-            # never needs the CA bundle, whose loading costs ~50 ms per command.
-            verify=not self.base_url.startswith("http://"),
-        )
-        # Uploads to a plain-HTTP server go out on a socket of their own, their files by
+        self.timeout = httpx.Timeout(timeout)
+        self._headers = headers
+        self._http_transport = http_transport
+        self._http: httpx.Client | None = None
+        self._http_lock = threading.Lock()
+        self._closed = False
+        # `<base_url>/api/`, to which a request's path is appended (as httpx's base_url does).
+        self._api = httpx.URL(f"{self.base_url}/api/")
+        # A plain-HTTP server's requests go out on a socket of their own, a file's bytes by
         # sendfile (`yoyaku_client.direct`); with a transport given (tests, a caller's own
-        # stack) every request goes through it.
-        self._direct = http_transport is None and direct_upload_possible(self.base_url)
+        # stack), over TLS or through a proxy, every request goes through httpx.
+        self._direct = http_transport is None and direct_possible(self.base_url)
+
+    @property
+    def http(self) -> httpx.Client:
+        """The `httpx.Client` on `<base_url>/api`, made on first use: a command that only
+        talks to a plain-HTTP server never makes it (nor imports httpcore, a tenth of its
+        start)."""
+        with self._http_lock:
+            if self._closed:
+                raise RuntimeError("Cannot send a request, as the client has been closed.")
+            if self._http is None:
+                self._http = httpx.Client(
+                    base_url=f"{self.base_url}/api",
+                    headers=self._headers,
+                    timeout=self.timeout,
+                    transport=self._http_transport,
+                    follow_redirects=False,
+                    # Every request goes to base_url (redirects are not followed): a
+                    # plain-HTTP server never needs the CA bundle, whose loading costs ~50 ms.
+                    verify=not self.base_url.startswith("http://"),
+                )
+            return self._http
 
     def close(self) -> None:
-        self.http.close()
+        with self._http_lock:
+            self._closed = True
+            if self._http is not None:
+                self._http.close()
 
     def request(
         self,
@@ -250,20 +273,33 @@ class Transport:
         if body is not None:
             extra, chunks = body()
             request_headers.update(extra)
-        request = self.http.build_request(
-            method,
-            # An id typed by a user is sent as data, never as URL syntax or raw control bytes.
-            quote(path, safe="/"),
-            params=params or None,
-            json=json,
-            content=_chunks(chunks) if chunks is not None else None,
-            headers=request_headers,
-        )
-        if not auth:
-            request.headers.pop("Authorization", None)
+        # An id typed by a user is sent as data, never as URL syntax or raw control bytes.
+        target = quote(path, safe="/")
+        direct = self._direct and (chunks is None or isinstance(chunks, MultipartStream))
         try:
-            if self._direct and isinstance(chunks, MultipartStream):
-                return send_upload(request, chunks, self.http.timeout)
+            if direct:
+                if self._closed:
+                    raise RuntimeError("Cannot send a request, as the client has been closed.")
+                request = httpx.Request(
+                    method,
+                    self._api.copy_with(raw_path=self._api.raw_path + target.lstrip("/").encode()),
+                    params=params or None,
+                    json=json,
+                    headers={**self._headers, **request_headers},
+                )
+                if not auth:
+                    request.headers.pop("Authorization", None)
+                return send_request(request, cast("MultipartStream | None", chunks), self.timeout)
+            request = self.http.build_request(
+                method,
+                target,
+                params=params or None,
+                json=json,
+                content=_chunks(chunks) if chunks is not None else None,
+                headers=request_headers,
+            )
+            if not auth:
+                request.headers.pop("Authorization", None)
             response = self.http.send(request)
             response.read()
         finally:

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from yoyaku_client.direct import direct_upload_possible, send_upload
+from yoyaku_client.direct import direct_possible, send_request
 from yoyaku_client.multipart import SENDFILE_CHUNK, FilePart, MultipartStream
 
 
@@ -75,7 +75,7 @@ def test_an_answer_sent_before_the_body_was_read_is_the_answer(tmp_path: Path) -
     with _Server(refuse) as url:
         request = httpx.Request("POST", f"{url}/api/submissions/", headers={"X-A": "1"})
         stream = _stream(tmp_path, os.urandom(8 * SENDFILE_CHUNK), [])
-        response = send_upload(request, stream, httpx.Timeout(5.0))
+        response = send_request(request, stream, httpx.Timeout(5.0))
     assert response.status_code == 413
     assert response.json() == {"code": "request_too_large"}
 
@@ -88,7 +88,7 @@ def test_a_connection_closed_without_an_answer_reads_as_httpx_says_it(tmp_path: 
     with _Server(hang_up) as url:
         request = httpx.Request("POST", f"{url}/api/submissions/")
         with pytest.raises(httpx.RemoteProtocolError, match="without sending a response"):
-            send_upload(request, _stream(tmp_path, b"x = 1\n", []), httpx.Timeout(5.0))
+            send_request(request, _stream(tmp_path, b"x = 1\n", []), httpx.Timeout(5.0))
 
 
 def test_a_refused_connection_is_a_connect_error(tmp_path: Path) -> None:
@@ -97,16 +97,16 @@ def test_a_refused_connection_is_a_connect_error(tmp_path: Path) -> None:
         port = unused.getsockname()[1]
     request = httpx.Request("POST", f"http://127.0.0.1:{port}/api/submissions/")
     with pytest.raises(httpx.ConnectError):
-        send_upload(request, _stream(tmp_path, b"x = 1\n", []), httpx.Timeout(5.0))
+        send_request(request, _stream(tmp_path, b"x = 1\n", []), httpx.Timeout(5.0))
 
 
 def test_only_plain_http_without_a_proxy_is_sent_directly(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
-    assert direct_upload_possible("http://127.0.0.1:8000")
-    assert not direct_upload_possible("https://yoyaku.example")
+    assert direct_possible("http://127.0.0.1:8000")
+    assert not direct_possible("https://yoyaku.example")
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
-    assert not direct_upload_possible("http://127.0.0.1:8000")
+    assert not direct_possible("http://127.0.0.1:8000")
 
 
 def _drain(conn: socket.socket, into: bytearray, until: bytes | None = None) -> None:

@@ -24,6 +24,7 @@ The commands that take one id, make one call and print its answer are lines of a
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -105,7 +106,42 @@ def _fail(output: Output, code: int, message: str, document: dict[str, Any]) -> 
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """The console script: run the command, turn errors into the documented exit codes."""
+    """The console script: run the command, turn errors into the documented exit codes.
+
+    Called without `argv` (the console script, `python -m yoyaku_client`), the process ends
+    as soon as the command's output is written (`end_process`); with `argv` it raises
+    `SystemExit` like any click program, for a caller that runs it in its own process."""
+    try:
+        _run(argv)
+    except SystemExit as exc:
+        if argv is not None:
+            raise
+        end_process(exc)
+
+
+def end_process(exc: SystemExit) -> NoReturn:
+    """Leave with `exc`'s exit code once stdout and stderr are flushed, without the
+    interpreter's shutdown: a command has closed its files, joined its threads and written
+    its state files (atomically) by the time it returns, and what the shutdown would still do
+    (free every module, run the collector over the whole heap) cost 20-40 ms of a short
+    command's wall time and 10-20 ms of its CPU. Should a flush fail (a closed pipe), the
+    ordinary exit reports it as Python does."""
+    code = exc.code
+    if code is None:
+        status = EXIT_OK
+    elif isinstance(code, int):
+        status = code
+    else:  # `sys.exit("message")`: Python prints the message and exits 1
+        raise exc
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        raise exc from None
+    os._exit(status)
+
+
+def _run(argv: Sequence[str] | None) -> None:
     State.json_mode = False
     output = Output()
     try:
