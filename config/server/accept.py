@@ -9,9 +9,10 @@ shows it is still sending, closes, or `SETTLE` seconds pass), the worker takes n
 connections not taken wait in the kernel's queue (gunicorn's `backlog`) for the first worker
 with a free thread, as with sync workers.
 
-A connection sending its head or body slowly holds no thread and stops accepting only until
-its first bytes arrive incomplete, or `SETTLE` seconds at most; it then waits for its deadlines
-(`Protocol.head_timeout`, the body's) while the worker accepts others.
+A connection that sends nothing at once, or sends its head or body slowly, holds no thread and
+stops accepting only for a few turns of the loop: until the loop has polled it and found nothing,
+or its first bytes arrive incomplete (`SETTLE` seconds at most, say for a TLS handshake). It then
+waits for its deadlines (`Protocol.head_timeout`, the body's) while the worker accepts others.
 """
 
 from __future__ import annotations

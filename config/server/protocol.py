@@ -33,11 +33,18 @@ class Protocol(ASGIProtocol):  # type: ignore[misc]  # gunicorn ships no type hi
     _response_closes = False
     #: A whole request has arrived on the connection (its body included).
     _message_complete = False
+    _got_data = False
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self.worker.connections.add(self)
         self._arm_head_timer()
+        # Two turns of the loop: the first polls the socket, the second runs after what it read.
+        self.worker.loop.call_soon(self.worker.loop.call_soon, self._settle_if_silent)
+
+    def _settle_if_silent(self) -> None:
+        if not self._got_data:
+            self._settle()  # nothing sent yet: the worker need not wait for this connection
 
     def _arm_keepalive_timer(self) -> None:
         # Called whenever the connection waits for its next request.
@@ -46,6 +53,7 @@ class Protocol(ASGIProtocol):  # type: ignore[misc]  # gunicorn ships no type hi
         self._settle()
 
     def data_received(self, data: bytes) -> None:
+        self._got_data = True
         super().data_received(data)
         if not self._message_complete:
             self._settle()  # still sending: the worker need not wait for this request
