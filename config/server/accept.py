@@ -3,13 +3,11 @@
 Every worker of the `web` process listens on the same socket. asyncio's own server accepts
 whatever the kernel holds (up to 100 connections a wake-up) whether or not the worker's thread
 is free, so a request could wait behind a busy worker's queue while another worker sat idle.
-Here a worker takes one connection at a time: until that connection's request reaches a thread
-(or the connection shows it is still sending, closes, or `SETTLE` seconds pass), it takes no
-other. Once its threads are all busy it takes at most one more request to wait for them, and only
-within `PREFETCH` seconds of the threads filling up: the next request is then ready when a thread
-frees (its reading overlaps the running one), while a request that runs long (a slow view, a
-client slow to take its answer) has no other queued behind it. The connections not taken wait in
-the kernel's queue (gunicorn's `backlog`) for the first worker that can serve them.
+Here a worker stops reading the listening socket while all its threads are busy, and takes
+one connection at a time: until that connection's request reaches a thread (or the connection
+shows it is still sending, closes, or `SETTLE` seconds pass), the worker takes no other. The
+connections not taken wait in the kernel's queue (gunicorn's `backlog`) for the first worker
+with a free thread, as with sync workers.
 
 A connection that sends nothing at once, or sends its head or body slowly, holds no thread and
 stops accepting only for a few turns of the loop: until the loop has polled it and found nothing,
@@ -29,9 +27,6 @@ from typing import Any
 #: Seconds a newly accepted connection may keep its worker from accepting another one while its
 #: request is on its way to a thread.
 SETTLE = 0.01
-#: Seconds after its threads filled up during which a worker still takes one request to wait for
-#: them (the requests measured by bench/submit.py run 5-15 ms).
-PREFETCH = 0.02
 #: Seconds before accepting again after running out of file descriptors or memory (asyncio's
 #: own delay).
 RETRY_DELAY = 1.0
@@ -39,24 +34,20 @@ _RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 class AcceptGate:
-    """Whether a worker accepts: its requests running or queued for its threads (`busy`, since
-    `full_since` all threads taken), and the one connection accepted last while it has not
-    shown what it is (`fresh`)."""
+    """Whether a worker accepts: its requests running or queued for its threads (`busy`), and
+    the one connection accepted last while it has not shown what it is (`fresh`)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, threads: int) -> None:
         self.loop = loop
         self.threads = threads
         self.busy = 0
-        self.full_since = 0.0
         self.fresh: object | None = None
         self._fresh_timer: asyncio.TimerHandle | None = None
         self.acceptors: list[Acceptor] = []
 
     @property
     def open(self) -> bool:
-        if self.fresh is not None or self.busy > self.threads:
-            return False
-        return self.busy < self.threads or self.loop.time() - self.full_since < PREFETCH
+        return self.busy < self.threads and self.fresh is None
 
     def hold(self, connection: object) -> None:
         """`connection` was just accepted: no other until it settles."""
@@ -74,8 +65,6 @@ class AcceptGate:
     def started(self) -> None:
         """A request was handed to the threads (it may wait there for one)."""
         self.busy += 1
-        if self.busy == self.threads:
-            self.full_since = self.loop.time()
         if self.fresh is not None:
             self.fresh = None  # the busy count stands in for it
             self._cancel_timer()
@@ -83,8 +72,6 @@ class AcceptGate:
 
     def finished(self) -> None:
         self.busy -= 1
-        if self.busy == self.threads:  # the waiting request has the thread now
-            self.full_since = self.loop.time()
         self._changed()
 
     def _cancel_timer(self) -> None:
