@@ -3,6 +3,8 @@ only a complete request reaches a thread that runs the Django (WSGI) application
 
 - `worker.Worker` (set as `worker_class` in config/gunicorn.py): gunicorn's own asyncio worker,
   so the master, its hooks, limits, logging and graceful stop stay gunicorn's.
+- `accept`: the worker reads the shared listening socket only while its thread is free, one
+  connection at a time, so that a request never waits behind a busy worker while another is free.
 - `protocol.Protocol`: gunicorn's HTTP/1 protocol with a total deadline for a request head
   (`REQUEST_HEADER_TIMEOUT`) and the API's JSON error body for what the parser refuses.
 - `heads`: what the head alone decides (an absolute-form target's path, `Host`, `Expect`, the

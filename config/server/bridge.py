@@ -18,6 +18,7 @@ from typing import IO, Any
 from urllib.parse import unquote_to_bytes
 
 from apps.core.client_address import address_of
+from config.server.accept import AcceptGate
 from config.server.body import (
     BodyLimits,
     Message,
@@ -49,6 +50,7 @@ class WsgiBridge:
         budget: SpoolBudget,
         send_timeout: float,
         proxies: int = 0,
+        gate: AcceptGate | None = None,
     ) -> None:
         self.app = app
         self.threads = threads
@@ -57,6 +59,7 @@ class WsgiBridge:
         self.budget = budget
         self.send_timeout = send_timeout
         self.proxies = proxies  # TRUSTED_PROXY_COUNT, for the client address
+        self.gate = gate  # told when a request takes or leaves the threads
         self.executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="wsgi")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -81,12 +84,18 @@ class WsgiBridge:
         if body is None:
             return
         loop = asyncio.get_running_loop()
-        future = self.executor.submit(self._run, scope, body, send, loop)
+        if self.gate is not None:
+            self.gate.started()
         try:
-            await asyncio.wrap_future(future)
+            future = self.executor.submit(self._run, scope, body, send, loop)
+            try:
+                await asyncio.wrap_future(future)
+            finally:
+                if future.cancel():  # cancelled before a thread took it: _run never closes it
+                    body.close()
         finally:
-            if future.cancel():  # cancelled before a thread took it: _run never closes it
-                body.close()
+            if self.gate is not None:
+                self.gate.finished()
 
     def _run(
         self, scope: Scope, body: IO[bytes], send: Send, loop: asyncio.AbstractEventLoop

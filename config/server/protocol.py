@@ -31,16 +31,43 @@ class Protocol(ASGIProtocol):  # type: ignore[misc]  # gunicorn ships no type hi
     #: The response being written carries `Connection: close` (an answer the server wrote
     #: itself, whose body may be unread): no further request is served on the connection.
     _response_closes = False
+    #: A whole request has arrived on the connection (its body included).
+    _message_complete = False
+    _got_data = False
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self.worker.connections.add(self)
         self._arm_head_timer()
+        # Two turns of the loop: the first polls the socket, the second runs after what it read.
+        self.worker.loop.call_soon(self.worker.loop.call_soon, self._settle_if_silent)
+
+    def _settle_if_silent(self) -> None:
+        if not self._got_data:
+            self._settle()  # nothing sent yet: the worker need not wait for this connection
 
     def _arm_keepalive_timer(self) -> None:
         # Called whenever the connection waits for its next request.
         super()._arm_keepalive_timer()
         self._arm_head_timer()
+        self._settle()
+
+    def data_received(self, data: bytes) -> None:
+        self._got_data = True
+        super().data_received(data)
+        if not self._message_complete:
+            self._settle()  # still sending: the worker need not wait for this request
+
+    def _on_message_complete(self) -> None:
+        self._message_complete = True
+        super()._on_message_complete()
+
+    def _settle(self) -> None:
+        """This connection no longer keeps the worker from accepting others
+        (config/server/accept.py)."""
+        gate = getattr(self.worker, "gate", None)
+        if gate is not None:
+            gate.settle(self)
 
     def _on_headers_complete(self) -> Any:
         self._cancel_head_timer()
@@ -65,6 +92,7 @@ class Protocol(ASGIProtocol):  # type: ignore[misc]  # gunicorn ships no type hi
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
+        self._settle()
         self.worker.connections.discard(self)
         super().connection_lost(exc)
 

@@ -8,10 +8,13 @@ request limits, logging and SIGTERM's graceful stop are gunicorn's as before.
 
 from __future__ import annotations
 
+import asyncio
+import os
 from typing import Any
 
 from gunicorn.workers import gasgi
 
+from config.server.accept import AcceptGate, Acceptor
 from config.server.body import BodyLimits, SpoolBudget
 from config.server.bridge import WsgiBridge
 from config.server.heads import BodyRoutes
@@ -24,6 +27,7 @@ gasgi.ASGIProtocol = Protocol
 
 class Worker(gasgi.ASGIWorker):  # type: ignore[misc]  # gunicorn ships no type hints
     bridge: WsgiBridge | None = None
+    gate: AcceptGate | None = None
     asgi: Any  # the application gunicorn loaded (here WSGI), then the bridge serving it
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -41,6 +45,27 @@ class Worker(gasgi.ASGIWorker):  # type: ignore[misc]  # gunicorn ships no type 
     def check_config(cls, cfg: Any, log: Any) -> None:
         """The asyncio worker warns about `threads`; here they size the WSGI thread pool."""
 
+    async def _serve(self) -> None:
+        """gunicorn's serving loop with the listening sockets read by `Acceptor`s, which take a
+        connection only while the worker has a free thread (config/server/accept.py). The WSGI
+        application has no ASGI lifespan (config/gunicorn.py turns it off)."""
+        if self.gate is None:  # load_wsgi makes it
+            raise RuntimeError("the worker's application is not loaded")
+        ssl_context = self._get_ssl_context()
+        for sock in self.sockets:
+            acceptor = Acceptor(self.gate, sock.sock, lambda: Protocol(self), ssl_context, self.log)
+            self.servers.append(acceptor)
+        try:
+            while self.alive:
+                self.notify()
+                if self.ppid != os.getppid():
+                    self.log.info("Parent changed, shutting down: %s", self)
+                    break
+                await asyncio.sleep(1.0)
+        except asyncio.CancelledError:
+            pass
+        await self._shutdown()
+
     def load_wsgi(self) -> None:
         super().load_wsgi()  # self.asgi = the WSGI application named on the command line
         from django.conf import settings
@@ -54,6 +79,7 @@ class Worker(gasgi.ASGIWorker):  # type: ignore[misc]  # gunicorn ships no type 
             spool_dir=settings.FILE_UPLOAD_TEMP_DIR,
             default_size=int(settings.MAX_REQUEST_BODY_SIZE_DEFAULT),
         )
+        self.gate = AcceptGate(self.loop, self.cfg.threads)
         self.bridge = WsgiBridge(
             self.asgi,
             threads=self.cfg.threads,
@@ -67,6 +93,7 @@ class Worker(gasgi.ASGIWorker):  # type: ignore[misc]  # gunicorn ships no type 
             ),
             send_timeout=self.cfg.timeout,
             proxies=int(settings.TRUSTED_PROXY_COUNT),
+            gate=self.gate,
         )
         self.asgi = self.bridge
 
