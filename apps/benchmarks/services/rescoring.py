@@ -43,7 +43,9 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.benchmarks.models import Rescore, RescoreItem, RescoreItemStatus, RescoreState
+from apps.benchmarks.services import rescore_takes
 from apps.benchmarks.services.rescore_entries import (
+    EntryItem,
     Scores,
     entry_item_load,
     entry_item_score,
@@ -75,7 +77,7 @@ from apps.submissions.selectors import submission_file_list
 
 logger = logging.getLogger(__name__)
 
-WORKER_LOST = "worker_lost"
+WORKER_LOST = rescore_takes.WORKER_LOST
 _CANDIDATES = 8
 _PENDING, _PROCESSING = RescoreItemStatus.PENDING.value, RescoreItemStatus.PROCESSING.value
 
@@ -85,6 +87,7 @@ class _Taken:
     item_id: int
     token: str
     of_entry: bool  # an entry's item (else a baseline's)
+    entry: EntryItem | None = None  # the entry's item, when the take read it
 
 
 def _expired_or_pending(now: dt.datetime) -> Q:
@@ -143,6 +146,9 @@ def _candidates(*, rescore_id: int, now: dt.datetime) -> list[tuple[Any, ...]]:
 def _item_take(*, rescore_id: int) -> _Taken | None:
     """Lease one open item of the live rescore, or None when none is free."""
     max_attempts = int(settings.GRADING_MAX_ATTEMPTS)
+    fast = rescore_takes.item_take(rescore_id=rescore_id, max_attempts=max_attempts)
+    if fast is not None:  # PostgreSQL: taken, leased and read in one statement
+        return _Taken(fast.item_id, fast.token, fast.entry is not None, fast.entry)
     while True:
         now = timezone.now()
         rows = _candidates(rescore_id=rescore_id, now=now)
@@ -236,9 +242,12 @@ def _failed(reason: str) -> GradingResult:
     return GradingResult(outcome="failed", reason=reason)
 
 
-def _record(*, taken: _Taken, result: GradingResult, write: Callable[[Scores], None]) -> str:
+def _record(
+    *, taken: _Taken, result: GradingResult, write: Callable[[Scores], None]
+) -> tuple[str, bool | None]:
     """Write the outcome under the lease (`write` stores the scores in the same
-    transaction); `done`, `failed` or `lease_lost`."""
+    transaction): `done`, `failed` or `lease_lost`, and whether a job is queued for a
+    worker (None when not asked with the outcome: `rescore_takes`)."""
     outcome = result.phase
     scored = outcome is not None and not outcome.failure and bool(outcome.scores)
     if outcome is None:
@@ -246,21 +255,34 @@ def _record(*, taken: _Taken, result: GradingResult, write: Callable[[Scores], N
     else:
         failure = "" if scored else (outcome.failure or SCORING_FAILED)
         logs = outcome.scoring_logs or result.reason
+    status = RescoreItemStatus.DONE.value if scored else RescoreItemStatus.FAILED.value
+    waiting: bool | None = None
     with transaction.atomic():
-        written = _SETTLE.rowcount(
-            [
-                RescoreItemStatus.DONE.value if scored else RescoreItemStatus.FAILED.value,
-                failure,
-                storable_text(logs),
-                connection.ops.adapt_datetimefield_value(timezone.now()),
-                *(taken.item_id, _PROCESSING, taken.token),
-            ]
-        )
+        if rescore_takes.fast():
+            waiting = rescore_takes.item_settle(
+                item_id=taken.item_id,
+                token=taken.token,
+                status=status,
+                failure=failure,
+                logs=storable_text(logs),
+                finished=timezone.now(),
+            )
+            written = waiting is not None
+        else:
+            written = bool(
+                _SETTLE.rowcount(
+                    [
+                        *(status, failure, storable_text(logs)),
+                        connection.ops.adapt_datetimefield_value(timezone.now()),
+                        *(taken.item_id, _PROCESSING, taken.token),
+                    ]
+                )
+            )
         if not written:
-            return "lease_lost"
+            return "lease_lost", None
         if scored and outcome is not None:
             write(outcome.scores)
-    return "done" if scored else "failed"
+    return ("done" if scored else "failed"), waiting
 
 
 def _item_write(
@@ -299,13 +321,16 @@ def _give_back(taken: _Taken) -> None:
     )
 
 
-def _item_run(*, rescore_id: int) -> str:
+def _item_run(*, rescore_id: int) -> tuple[str, bool | None]:
     """Take, score and record one item: `idle`, `done`, `failed`, `lease_lost`, or
-    `interrupted` (the worker is stopping: the item was given back)."""
+    `interrupted` (the worker is stopping: the item was given back); and whether a job is
+    queued for a worker, when the outcome's write asked (`_record`)."""
     taken = _item_take(rescore_id=rescore_id)
     if taken is None:
-        return "idle"
-    entry = entry_item_load(item_id=taken.item_id) if taken.of_entry else None
+        return "idle", None
+    entry = taken.entry
+    if entry is None and taken.of_entry:
+        entry = entry_item_load(item_id=taken.item_id)
     item = None
     if entry is None:
         item = rescore_item_load(item_id=taken.item_id, of_entry=taken.of_entry)
@@ -331,25 +356,26 @@ def _item_run(*, rescore_id: int) -> str:
             renewer.stop()
     if result is None:
         _give_back(taken)
-        return "interrupted"
+        return "interrupted", None
     write = entry_item_write(entry, cached) if entry is not None else None
     if item is not None:
         write = _item_write(item, version, cached)
     assert write is not None  # noqa: S101 - one of the two was loaded
-    outcome = _record(taken=taken, result=result, write=write)
+    outcome, waiting = _record(taken=taken, result=result, write=write)
     logger.info("rescore: item %s of v%s: %s", taken.item_id, version, outcome)
-    return outcome
+    return outcome, waiting
 
 
-def _go_on(*, scored: int, started: float) -> bool:
+def _go_on(*, scored: int, started: float, waiting: bool | None) -> bool:
     """Whether the chain's task scores another item itself: fewer than RESCORE_BATCH so far,
     well within the task's time limit (an item lasts at most a lease, and Q_TIMEOUT exceeds
-    two), and no job queued for a worker (a new submission waits for one item at most)."""
+    two), and no job queued for a worker (a new submission waits for one item at most;
+    `waiting` when the item's outcome write asked, else asked now)."""
     if scored >= max(1, int(settings.RESCORE_BATCH)) or worker_stopping():
         return False
     if time.monotonic() - started >= float(settings.GRADING_TIMEOUT):
         return False
-    return not jobs_waiting()
+    return not (jobs_waiting() if waiting is None else waiting)
 
 
 def _chains_enough(*, rescore_id: int) -> bool:
@@ -377,7 +403,7 @@ def rescore_next(*, rescore_id: int) -> str:
     started = time.monotonic()
     scored = 0
     while True:
-        outcome = _item_run(rescore_id=rescore_id)
+        outcome, waiting = _item_run(rescore_id=rescore_id)
         if outcome == "idle":
             rescore_switch_if_complete(rescore_id=rescore_id)
             return outcome
@@ -386,7 +412,7 @@ def rescore_next(*, rescore_id: int) -> str:
             worker_leave()
             return outcome
         scored += 1
-        if not _go_on(scored=scored, started=started):
+        if not _go_on(scored=scored, started=started, waiting=waiting):
             break
     rescore_switch_if_complete(rescore_id=rescore_id)
     rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
