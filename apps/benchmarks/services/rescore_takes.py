@@ -1,8 +1,9 @@
-"""A rescore item's take and outcome in fewer round trips on PostgreSQL (SPEC §11.6).
+"""A rescore item's lease: its token, its renewal, and its take and outcome in fewer round
+trips on PostgreSQL (SPEC §11.6).
 
 The generic path (`rescoring`) reads up to 8 candidates, leases one by a compare-and-set
-UPDATE, reads the item, and later settles it and asks whether a job waits: four statements
-and two synchronous commits around every item. On PostgreSQL the same rules run as two:
+UPDATE, reads the item, and later settles it: four statements and two synchronous commits
+around every item. On PostgreSQL the take runs as one statement:
 
 - `item_take`: one statement picks the first item with an expired lease (whose attempts are
   left) or else the first pending one, each `FOR UPDATE SKIP LOCKED` (two chains never pick
@@ -12,25 +13,28 @@ and two synchronous commits around every item. On PostgreSQL the same rules run 
   8 items whose lease expired with their attempts spent (`worker_lost`). It returns None
   when it leased nothing: the caller then takes the generic path, which finds nothing when
   the rescore is not live or no item is free.
-- `item_settle`: the lease's conditional outcome UPDATE and the queued-job check in one
-  statement, inside the caller's outcome transaction.
+- `item_settle`: the lease's conditional outcome UPDATE, inside the caller's outcome
+  transaction, which it makes commit asynchronously.
 
-Both commit asynchronously (`set_config('synchronous_commit', 'off', true)`: for their own
-transaction only). A server crash may lose the last of them; a lost lease or outcome leaves
-the item as it was (`pending`, or `processing` under a lease that expires), so it is taken
-and scored again, and the scores' unique constraint (entry|baseline, version, split) keeps
-a second recording from writing twice. The switch's commit stays synchronous, and flushing
-it flushes every earlier commit with it (the write-ahead log is written in order), so a
-switched leaderboard never lacks an outcome it counted (docs/decisions.md).
-"""
+The lease and the outcome commit asynchronously (`set_config('synchronous_commit', 'off',
+true)`: for their own transaction only). A server crash may lose the last of them; a lost
+lease or outcome leaves the item as it was (`pending`, or `processing` under a lease that
+expires), so it is taken and scored again, and the scores' unique constraint
+(entry|baseline, version, split) keeps a second recording from writing twice. The switch's
+commit stays synchronous, and flushing it flushes every earlier commit with it (the
+write-ahead log is written in order), so a switched leaderboard never lacks an outcome it
+counted (docs/decisions.md)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import os
 import secrets
+import threading
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import connection, connections
 from django.utils import timezone
 
 from apps.benchmarks.models import (
@@ -45,12 +49,14 @@ from apps.benchmarks.services.rescore_entries import EntryItem, entry_item_from_
 from apps.benchmarks.services.rescores import LIVE
 from apps.core.sql import SqlStatement
 from apps.grading.leases import grading_lease_seconds
-from apps.jobs.models import Job
 from apps.submissions.models import Submission, SubmissionFile
 
 _PENDING, _PROCESSING = RescoreItemStatus.PENDING.value, RescoreItemStatus.PROCESSING.value
 _FAILED = RescoreItemStatus.FAILED.value
 WORKER_LOST = "worker_lost"
+TAG_LENGTH = 8  # a lease token's first characters: its worker process's tag
+_tags: dict[int, str] = {}  # by process id: a forked worker gets a tag of its own
+logger = logging.getLogger(__name__)
 
 # Parameters: failed, worker lost, now, rescore, processing, now, max attempts, processing,
 # now, max attempts (the spent leases fail, as in the generic path), rescore, processing,
@@ -96,16 +102,13 @@ _TAKE = SqlStatement(
     f=SubmissionFile,
 )
 # Parameters: status, failure, logs, finished, item, processing, token. One row when the
-# lease was still the caller's: whether a job is queued for a worker.
+# lease was still the caller's.
 _SETTLE = SqlStatement(
     "WITH settled AS (UPDATE {i} SET {i.status} = %s, {i.failure} = %s, {i.logs} = %s,"
     " {i.lease_expires_at} = NULL, {i.finished_at} = %s"
     " WHERE {i.id} = %s AND {i.status} = %s AND {i.lease_token} = %s RETURNING {i.id})"
-    " SELECT set_config('synchronous_commit', 'off', true),"
-    " EXISTS (SELECT 1 FROM {j} WHERE {j.status} = 'queued')"
-    " FROM settled",
+    " SELECT set_config('synchronous_commit', 'off', true) FROM settled",
     i=RescoreItem,
-    j=Job,
 )
 
 
@@ -118,6 +121,45 @@ class Take:
     entry: EntryItem | None
 
 
+def lease_token() -> str:
+    """A new lease token: the worker process's tag, then 24 random hex digits. A chain's
+    leases share its worker's tag, so `_chains_enough` counts chains, not leases."""
+    pid = os.getpid()
+    tag = _tags.get(pid)
+    if tag is None:
+        tag = _tags.setdefault(pid, secrets.token_hex(TAG_LENGTH // 2))
+    return tag + secrets.token_hex(12)
+
+
+class Renewer(threading.Thread):
+    """Renews the item's lease every third of its length while its scorer runs."""
+
+    def __init__(self, item_id: int, token: str) -> None:
+        super().__init__(name=f"rescore-{item_id}", daemon=True)
+        self.item_id, self.token = item_id, token
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        seconds = grading_lease_seconds()
+        try:
+            while not self.stopped.wait(max(0.5, seconds / 3)):
+                expires = timezone.now() + dt.timedelta(seconds=seconds)
+                if not RescoreItem.objects.filter(
+                    pk=self.item_id,
+                    status=RescoreItemStatus.PROCESSING,
+                    lease_token=self.token,
+                ).update(lease_expires_at=expires):
+                    return
+        except Exception:
+            logger.exception("rescore: cannot renew the lease of item %s", self.item_id)
+        finally:
+            connections.close_all()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=30)
+
+
 def fast() -> bool:
     """Whether the database runs these statements (PostgreSQL)."""
     return connection.vendor == "postgresql"
@@ -128,7 +170,7 @@ def item_take(*, rescore_id: int, max_attempts: int) -> Take | None:
     None when this statement leased nothing (always on other databases)."""
     if not fast():
         return None
-    now, token = timezone.now(), secrets.token_hex(16)
+    now, token = timezone.now(), lease_token()
     expires = now + dt.timedelta(seconds=grading_lease_seconds())
     live = [state.value for state in LIVE]
     rows = _TAKE.fetchall(
@@ -150,8 +192,8 @@ def item_take(*, rescore_id: int, max_attempts: int) -> Take | None:
 
 def item_settle(
     *, item_id: int, token: str, status: str, failure: str, logs: str, finished: dt.datetime
-) -> bool | None:
+) -> bool:
     """Write the outcome if the lease is still `token`'s (in the caller's transaction,
-    committed asynchronously); None when it is not, else whether a job is queued."""
+    committed asynchronously); whether it was."""
     row = _SETTLE.fetchone([status, failure, logs, finished, item_id, _PROCESSING, token])
-    return None if row is None else bool(row[1])
+    return row is not None

@@ -7,19 +7,22 @@ transaction held while a thread renews the lease, then writes the outcome only i
 is still its own: the item `done` with the entry's (or baseline's) scores in the rescore's
 version, or `failed` with the reason for hosts. The scores' unique constraint
 (entry|baseline, version, split) and the item's (rescore, entry|baseline) make each
-(submission, version) scored once however often a task is delivered or a worker dies. Then it
-switches the leaderboard if nothing is left open, and enqueues itself again (one chain keeps
-at most one worker busy: `RESCORE_WORKERS` chains per rescore, so that new submissions, on
-the same queue, always find a worker). While no job is queued for a worker, one task scores
-up to `RESCORE_BATCH` items in a row (within GRADING_TIMEOUT, so the task stays within its
-time limit) before it hands its chain to a new task: a waiting job waits for one item at
-most, as with one item per task, and idle workers skip a task round trip per item. A task
-that finds RESCORE_WORKERS chains holding live leases ends at once (`enough`): the extra chain
-a result added while the rescore runs starts (`rescore_entry_add`) never takes a worker that
-new submissions need. An item whose lease expired `GRADING_MAX_ATTEMPTS` times fails
-`worker_lost`. The per-item statements of the take and the outcome are kept SQL
-(`apps.core.sql`): compiling them cost more than running them; an entry's item is read and
-its scores and team rows written the same way (`rescore_entries`).
+(submission, version) scored once however often a task is delivered or a worker dies. Then
+it switches the leaderboard if nothing is left open, and enqueues itself again (one chain
+keeps at most one worker busy: `RESCORE_WORKERS` chains per rescore, so that new
+submissions, on the same queue, always find a worker). While no job is queued for a worker,
+one task scores up to `RESCORE_BATCH` items in a row (within GRADING_TIMEOUT, so the task
+stays within its time limit) before it hands its chain to a new task: a waiting job waits
+for one item at most, as with one item per task, and idle workers skip a task round trip per
+item. A task that finds RESCORE_WORKERS chains holding live leases ends at once (`enough`):
+the extra chain a result added while the rescore runs starts (`rescore_entry_add`) never
+takes a worker that new submissions need. An item whose lease expired `GRADING_MAX_ATTEMPTS`
+times fails `worker_lost`. A chain records an item on a thread of its own while it scores
+the next one (`rescore_overlap`): the database's waits are off its sandbox's path. The
+per-item statements of the take and the outcome are kept SQL (`apps.core.sql`): compiling
+them cost more than running them; an entry's item is read and its scores and team rows
+written the same way (`rescore_entries`); on PostgreSQL the take, lease and read are one
+statement, and the lease and outcome commit asynchronously (`rescore_takes`).
 
 `rescores_reap`: every minute, a live rescore with open items and no chain seen working
 for a lease's length gets its chains again (a Redis broker never re-delivers the task of a
@@ -30,15 +33,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import secrets
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -51,6 +52,7 @@ from apps.benchmarks.services.rescore_entries import (
     entry_item_score,
     entry_item_write,
 )
+from apps.benchmarks.services.rescore_overlap import Recorder
 from apps.benchmarks.services.rescore_plans import (
     RescorePlan,
     rescore_item_load,
@@ -120,8 +122,8 @@ _LEASE = SqlStatement(
     i=RescoreItem,
 )
 _LEASED = SqlStatement(
-    "SELECT COUNT(*) FROM {i} WHERE {i.rescore} = %s AND {i.status} = %s"
-    " AND {i.lease_expires_at} >= %s",
+    "SELECT COUNT(DISTINCT SUBSTR({i.lease_token}, 1, %s)) FROM {i}"
+    " WHERE {i.rescore} = %s AND {i.status} = %s AND {i.lease_expires_at} >= %s",
     i=RescoreItem,
 )
 _SETTLE = SqlStatement(
@@ -165,7 +167,7 @@ def _item_take(*, rescore_id: int) -> _Taken | None:
                     finished_at=now,
                 )
                 continue
-            token = secrets.token_hex(16)
+            token = rescore_takes.lease_token()
             expires = now + dt.timedelta(seconds=grading_lease_seconds())
             leased = _LEASE.rowcount(
                 [
@@ -177,35 +179,6 @@ def _item_take(*, rescore_id: int) -> _Taken | None:
             )
             if leased:
                 return _Taken(pk, token, entry_id is not None)
-
-
-class _Renewer(threading.Thread):
-    """Renews the item's lease every third of its length while its scorer runs."""
-
-    def __init__(self, taken: _Taken) -> None:
-        super().__init__(name=f"rescore-{taken.item_id}", daemon=True)
-        self.taken = taken
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        seconds = grading_lease_seconds()
-        try:
-            while not self.stopped.wait(max(0.5, seconds / 3)):
-                expires = timezone.now() + dt.timedelta(seconds=seconds)
-                if not RescoreItem.objects.filter(
-                    pk=self.taken.item_id,
-                    status=RescoreItemStatus.PROCESSING,
-                    lease_token=self.taken.token,
-                ).update(lease_expires_at=expires):
-                    return
-        except Exception:
-            logger.exception("rescore: cannot renew the lease of item %s", self.taken.item_id)
-        finally:
-            connections.close_all()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.join(timeout=30)
 
 
 def _score(item: RescoreItem, version: int) -> tuple[GradingResult, RescorePlan | None]:
@@ -242,12 +215,9 @@ def _failed(reason: str) -> GradingResult:
     return GradingResult(outcome="failed", reason=reason)
 
 
-def _record(
-    *, taken: _Taken, result: GradingResult, write: Callable[[Scores], None]
-) -> tuple[str, bool | None]:
+def _record(*, taken: _Taken, result: GradingResult, write: Callable[[Scores], None]) -> str:
     """Write the outcome under the lease (`write` stores the scores in the same
-    transaction): `done`, `failed` or `lease_lost`, and whether a job is queued for a
-    worker (None when not asked with the outcome: `rescore_takes`)."""
+    transaction); `done`, `failed` or `lease_lost`."""
     outcome = result.phase
     scored = outcome is not None and not outcome.failure and bool(outcome.scores)
     if outcome is None:
@@ -256,10 +226,9 @@ def _record(
         failure = "" if scored else (outcome.failure or SCORING_FAILED)
         logs = outcome.scoring_logs or result.reason
     status = RescoreItemStatus.DONE.value if scored else RescoreItemStatus.FAILED.value
-    waiting: bool | None = None
     with transaction.atomic():
         if rescore_takes.fast():
-            waiting = rescore_takes.item_settle(
+            written = rescore_takes.item_settle(
                 item_id=taken.item_id,
                 token=taken.token,
                 status=status,
@@ -267,7 +236,6 @@ def _record(
                 logs=storable_text(logs),
                 finished=timezone.now(),
             )
-            written = waiting is not None
         else:
             written = bool(
                 _SETTLE.rowcount(
@@ -279,10 +247,10 @@ def _record(
                 )
             )
         if not written:
-            return "lease_lost", None
+            return "lease_lost"
         if scored and outcome is not None:
             write(outcome.scores)
-    return ("done" if scored else "failed"), waiting
+    return "done" if scored else "failed"
 
 
 def _item_write(
@@ -321,13 +289,27 @@ def _give_back(taken: _Taken) -> None:
     )
 
 
-def _item_run(*, rescore_id: int) -> tuple[str, bool | None]:
-    """Take, score and record one item: `idle`, `done`, `failed`, `lease_lost`, or
-    `interrupted` (the worker is stopping: the item was given back); and whether a job is
-    queued for a worker, when the outcome's write asked (`_record`)."""
+@dataclass(frozen=True)
+class _Scored:
+    """An item scored under its lease, its outcome not yet written."""
+
+    taken: _Taken
+    result: GradingResult
+    write: Callable[[Scores], None]
+    version: int
+
+    def record(self) -> str:
+        outcome = _record(taken=self.taken, result=self.result, write=self.write)
+        logger.info("rescore: item %s of v%s: %s", self.taken.item_id, self.version, outcome)
+        return outcome
+
+
+def _item_score(*, rescore_id: int) -> _Scored | str:
+    """Take and score one item; `idle` when none is free, `interrupted` when the worker is
+    stopping (the item was given back)."""
     taken = _item_take(rescore_id=rescore_id)
     if taken is None:
-        return "idle", None
+        return "idle"
     entry = taken.entry
     if entry is None and taken.of_entry:
         entry = entry_item_load(item_id=taken.item_id)
@@ -335,7 +317,9 @@ def _item_run(*, rescore_id: int) -> tuple[str, bool | None]:
     if entry is None:
         item = rescore_item_load(item_id=taken.item_id, of_entry=taken.of_entry)
     version = item.rescore.version if item is not None else entry.version if entry else 0
-    renewer = None if connection.in_atomic_block else _Renewer(taken)
+    renewer = (
+        None if connection.in_atomic_block else rescore_takes.Renewer(taken.item_id, taken.token)
+    )
     if renewer is not None:
         renewer.start()
     result: GradingResult | None = None
@@ -356,35 +340,33 @@ def _item_run(*, rescore_id: int) -> tuple[str, bool | None]:
             renewer.stop()
     if result is None:
         _give_back(taken)
-        return "interrupted", None
+        return "interrupted"
     write = entry_item_write(entry, cached) if entry is not None else None
     if item is not None:
         write = _item_write(item, version, cached)
     assert write is not None  # noqa: S101 - one of the two was loaded
-    outcome, waiting = _record(taken=taken, result=result, write=write)
-    logger.info("rescore: item %s of v%s: %s", taken.item_id, version, outcome)
-    return outcome, waiting
+    return _Scored(taken, result, write, version)
 
 
-def _go_on(*, scored: int, started: float, waiting: bool | None) -> bool:
+def _go_on(*, scored: int, started: float) -> bool:
     """Whether the chain's task scores another item itself: fewer than RESCORE_BATCH so far,
     well within the task's time limit (an item lasts at most a lease, and Q_TIMEOUT exceeds
-    two), and no job queued for a worker (a new submission waits for one item at most;
-    `waiting` when the item's outcome write asked, else asked now)."""
+    two), and no job queued for a worker (a new submission waits for one item at most)."""
     if scored >= max(1, int(settings.RESCORE_BATCH)) or worker_stopping():
         return False
     if time.monotonic() - started >= float(settings.GRADING_TIMEOUT):
         return False
-    return not (jobs_waiting() if waiting is None else waiting)
+    return not jobs_waiting()
 
 
 def _chains_enough(*, rescore_id: int) -> bool:
-    """Whether RESCORE_WORKERS chains already hold live leases of the rescore's items. A chain
+    """Whether RESCORE_WORKERS chains already hold live leases of the rescore's items (a
+    chain holds up to two: `rescore_overlap`; its tokens share the worker's tag). A chain
     started on top of them (one per result that gets an item while the rescore runs,
     `rescore_entry_add`) then ends at once: the working chains take its item, and new
     submissions keep their worker."""
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    row = _LEASED.fetchone([rescore_id, _PROCESSING, now])
+    row = _LEASED.fetchone([rescore_takes.TAG_LENGTH, rescore_id, _PROCESSING, now])
     return row is not None and int(row[0]) >= rescore_workers()
 
 
@@ -400,20 +382,32 @@ def rescore_next(*, rescore_id: int) -> str:
         return "requeued"
     if _chains_enough(rescore_id=rescore_id):
         return "enough"
+    recorder = Recorder()
+    try:
+        return _chain(rescore_id=rescore_id, recorder=recorder)
+    finally:
+        recorder.close()
+
+
+def _chain(*, rescore_id: int, recorder: Recorder) -> str:
+    """Items scored one at a time, each recorded while the next one is scored."""
     started = time.monotonic()
     scored = 0
     while True:
-        outcome, waiting = _item_run(rescore_id=rescore_id)
-        if outcome == "idle":
-            rescore_switch_if_complete(rescore_id=rescore_id)
-            return outcome
-        if outcome == "interrupted":
-            rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
-            worker_leave()
-            return outcome
+        item = _item_score(rescore_id=rescore_id)
+        if isinstance(item, str):
+            recorder.wait()  # the last record, before the switch or the next chain
+            if item == "idle":
+                rescore_switch_if_complete(rescore_id=rescore_id)
+            else:
+                rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
+                worker_leave()
+            return item
+        recorder.submit(item.record)
         scored += 1
-        if not _go_on(scored=scored, started=started, waiting=waiting):
+        if not _go_on(scored=scored, started=started):
             break
+    outcome = recorder.wait() or "done"
     rescore_switch_if_complete(rescore_id=rescore_id)
     rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
     return outcome
