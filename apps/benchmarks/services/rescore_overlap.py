@@ -49,6 +49,7 @@ class Recorder:
             else ThreadPoolExecutor(max_workers=1, thread_name_prefix="rescore-record")
         )
         self._pending: Future[str] | None = None
+        self._used = False
         self._outcome: str | None = None
 
     def submit(self, record: Callable[[], str]) -> str | None:
@@ -58,6 +59,7 @@ class Recorder:
         if self._pool is None:
             self._outcome = record()
         else:
+            self._used = True
             self._pending = self._pool.submit(_recorded, record)
         return previous
 
@@ -81,5 +83,6 @@ class Recorder:
             logger.exception("rescore: an item's record failed")
         finally:
             self._pending = None
-            self._pool.submit(_closed).result()
+            if self._used:  # the thread exists and may hold a connection
+                self._pool.submit(_closed).result()
             self._pool.shutdown(wait=True)
