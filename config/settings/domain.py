@@ -188,3 +188,6 @@ RESCORE_WORKERS = int(env_number("RESCORE_WORKERS", 1))
 # Items one rescore task scores in a row while no job is queued for a worker (then it hands
 # its chain on to a new task): fewer task round trips, new submissions still wait one item.
 RESCORE_BATCH = int(env_number("RESCORE_BATCH", 20))
+# A chain records an item on a thread of its own while it scores the next one (the database's
+# waits off the sandbox's path); off: it records each item before taking the next.
+RESCORE_OVERLAP = env.bool("RESCORE_OVERLAP", default=True)

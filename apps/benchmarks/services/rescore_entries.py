@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -178,8 +178,13 @@ def _moment(value: Any) -> dt.datetime:
 def entry_item_load(*, item_id: int) -> EntryItem | None:
     """An entry's item with what scoring and recording it read, in one query; None when the
     item names no entry."""
-    rows = _LOAD.fetchall([item_id])
-    if not rows:
+    return entry_item_from_rows(item_id=item_id, rows=_LOAD.fetchall([item_id]))
+
+
+def entry_item_from_rows(*, item_id: int, rows: Sequence[Sequence[Any]]) -> EntryItem | None:
+    """An `EntryItem` from the rows of `_LOAD`'s columns (one per file, in upload order);
+    None when there are none or they name no entry."""
+    if not rows or rows[0][1] is None:
         return None
     first = rows[0]
     files = tuple(

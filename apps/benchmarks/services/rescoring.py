@@ -7,19 +7,22 @@ transaction held while a thread renews the lease, then writes the outcome only i
 is still its own: the item `done` with the entry's (or baseline's) scores in the rescore's
 version, or `failed` with the reason for hosts. The scores' unique constraint
 (entry|baseline, version, split) and the item's (rescore, entry|baseline) make each
-(submission, version) scored once however often a task is delivered or a worker dies. Then it
-switches the leaderboard if nothing is left open, and enqueues itself again (one chain keeps
-at most one worker busy: `RESCORE_WORKERS` chains per rescore, so that new submissions, on
-the same queue, always find a worker). While no job is queued for a worker, one task scores
-up to `RESCORE_BATCH` items in a row (within GRADING_TIMEOUT, so the task stays within its
-time limit) before it hands its chain to a new task: a waiting job waits for one item at
-most, as with one item per task, and idle workers skip a task round trip per item. A task
-that finds RESCORE_WORKERS chains holding live leases ends at once (`enough`): the extra chain
-a result added while the rescore runs starts (`rescore_entry_add`) never takes a worker that
-new submissions need. An item whose lease expired `GRADING_MAX_ATTEMPTS` times fails
-`worker_lost`. The per-item statements of the take and the outcome are kept SQL
-(`apps.core.sql`): compiling them cost more than running them; an entry's item is read and
-its scores and team rows written the same way (`rescore_entries`).
+(submission, version) scored once however often a task is delivered or a worker dies. Then
+it switches the leaderboard if nothing is left open, and enqueues itself again (one chain
+keeps at most one worker busy: `RESCORE_WORKERS` chains per rescore, so that new
+submissions, on the same queue, always find a worker). While no job is queued for a worker,
+one task scores up to `RESCORE_BATCH` items in a row (within GRADING_TIMEOUT, so the task
+stays within its time limit) before it hands its chain to a new task: a waiting job waits
+for one item at most, as with one item per task, and idle workers skip a task round trip per
+item. A task that finds RESCORE_WORKERS chains holding live leases ends at once (`enough`):
+the extra chain a result added while the rescore runs starts (`rescore_entry_add`) never
+takes a worker that new submissions need. An item whose lease expired `GRADING_MAX_ATTEMPTS`
+times fails `worker_lost`. A chain records an item on a thread of its own while it scores
+the next one (`rescore_overlap`): the database's waits are off its sandbox's path. The
+per-item statements of the take and the outcome are kept SQL (`apps.core.sql`): compiling
+them cost more than running them; an entry's item is read and its scores and team rows
+written the same way (`rescore_entries`); on PostgreSQL the take, lease and read are one
+statement, and the lease and outcome commit asynchronously (`rescore_takes`).
 
 `rescores_reap`: every minute, a live rescore with open items and no chain seen working
 for a lease's length gets its chains again (a Redis broker never re-delivers the task of a
@@ -30,25 +33,26 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import secrets
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.benchmarks.models import Rescore, RescoreItem, RescoreItemStatus, RescoreState
+from apps.benchmarks.services import rescore_takes
 from apps.benchmarks.services.rescore_entries import (
+    EntryItem,
     Scores,
     entry_item_load,
     entry_item_score,
     entry_item_write,
 )
+from apps.benchmarks.services.rescore_overlap import Recorder
 from apps.benchmarks.services.rescore_plans import (
     RescorePlan,
     rescore_item_load,
@@ -75,7 +79,7 @@ from apps.submissions.selectors import submission_file_list
 
 logger = logging.getLogger(__name__)
 
-WORKER_LOST = "worker_lost"
+WORKER_LOST = rescore_takes.WORKER_LOST
 _CANDIDATES = 8
 _PENDING, _PROCESSING = RescoreItemStatus.PENDING.value, RescoreItemStatus.PROCESSING.value
 
@@ -85,6 +89,7 @@ class _Taken:
     item_id: int
     token: str
     of_entry: bool  # an entry's item (else a baseline's)
+    entry: EntryItem | None = None  # the entry's item, when the take read it
 
 
 def _expired_or_pending(now: dt.datetime) -> Q:
@@ -117,8 +122,8 @@ _LEASE = SqlStatement(
     i=RescoreItem,
 )
 _LEASED = SqlStatement(
-    "SELECT COUNT(*) FROM {i} WHERE {i.rescore} = %s AND {i.status} = %s"
-    " AND {i.lease_expires_at} >= %s",
+    "SELECT COUNT(DISTINCT SUBSTR({i.lease_token}, 1, %s)) FROM {i}"
+    " WHERE {i.rescore} = %s AND {i.status} = %s AND {i.lease_expires_at} >= %s",
     i=RescoreItem,
 )
 _SETTLE = SqlStatement(
@@ -143,6 +148,9 @@ def _candidates(*, rescore_id: int, now: dt.datetime) -> list[tuple[Any, ...]]:
 def _item_take(*, rescore_id: int) -> _Taken | None:
     """Lease one open item of the live rescore, or None when none is free."""
     max_attempts = int(settings.GRADING_MAX_ATTEMPTS)
+    fast = rescore_takes.item_take(rescore_id=rescore_id, max_attempts=max_attempts)
+    if fast is not None:  # PostgreSQL: taken, leased and read in one statement
+        return _Taken(fast.item_id, fast.token, fast.entry is not None, fast.entry)
     while True:
         now = timezone.now()
         rows = _candidates(rescore_id=rescore_id, now=now)
@@ -159,7 +167,7 @@ def _item_take(*, rescore_id: int) -> _Taken | None:
                     finished_at=now,
                 )
                 continue
-            token = secrets.token_hex(16)
+            token = rescore_takes.lease_token()
             expires = now + dt.timedelta(seconds=grading_lease_seconds())
             leased = _LEASE.rowcount(
                 [
@@ -171,35 +179,6 @@ def _item_take(*, rescore_id: int) -> _Taken | None:
             )
             if leased:
                 return _Taken(pk, token, entry_id is not None)
-
-
-class _Renewer(threading.Thread):
-    """Renews the item's lease every third of its length while its scorer runs."""
-
-    def __init__(self, taken: _Taken) -> None:
-        super().__init__(name=f"rescore-{taken.item_id}", daemon=True)
-        self.taken = taken
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        seconds = grading_lease_seconds()
-        try:
-            while not self.stopped.wait(max(0.5, seconds / 3)):
-                expires = timezone.now() + dt.timedelta(seconds=seconds)
-                if not RescoreItem.objects.filter(
-                    pk=self.taken.item_id,
-                    status=RescoreItemStatus.PROCESSING,
-                    lease_token=self.taken.token,
-                ).update(lease_expires_at=expires):
-                    return
-        except Exception:
-            logger.exception("rescore: cannot renew the lease of item %s", self.taken.item_id)
-        finally:
-            connections.close_all()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.join(timeout=30)
 
 
 def _score(item: RescoreItem, version: int) -> tuple[GradingResult, RescorePlan | None]:
@@ -246,16 +225,27 @@ def _record(*, taken: _Taken, result: GradingResult, write: Callable[[Scores], N
     else:
         failure = "" if scored else (outcome.failure or SCORING_FAILED)
         logs = outcome.scoring_logs or result.reason
+    status = RescoreItemStatus.DONE.value if scored else RescoreItemStatus.FAILED.value
     with transaction.atomic():
-        written = _SETTLE.rowcount(
-            [
-                RescoreItemStatus.DONE.value if scored else RescoreItemStatus.FAILED.value,
-                failure,
-                storable_text(logs),
-                connection.ops.adapt_datetimefield_value(timezone.now()),
-                *(taken.item_id, _PROCESSING, taken.token),
-            ]
-        )
+        if rescore_takes.fast():
+            written = rescore_takes.item_settle(
+                item_id=taken.item_id,
+                token=taken.token,
+                status=status,
+                failure=failure,
+                logs=storable_text(logs),
+                finished=timezone.now(),
+            )
+        else:
+            written = bool(
+                _SETTLE.rowcount(
+                    [
+                        *(status, failure, storable_text(logs)),
+                        connection.ops.adapt_datetimefield_value(timezone.now()),
+                        *(taken.item_id, _PROCESSING, taken.token),
+                    ]
+                )
+            )
         if not written:
             return "lease_lost"
         if scored and outcome is not None:
@@ -299,18 +289,37 @@ def _give_back(taken: _Taken) -> None:
     )
 
 
-def _item_run(*, rescore_id: int) -> str:
-    """Take, score and record one item: `idle`, `done`, `failed`, `lease_lost`, or
-    `interrupted` (the worker is stopping: the item was given back)."""
+@dataclass(frozen=True)
+class _Scored:
+    """An item scored under its lease, its outcome not yet written."""
+
+    taken: _Taken
+    result: GradingResult
+    write: Callable[[Scores], None]
+    version: int
+
+    def record(self) -> str:
+        outcome = _record(taken=self.taken, result=self.result, write=self.write)
+        logger.info("rescore: item %s of v%s: %s", self.taken.item_id, self.version, outcome)
+        return outcome
+
+
+def _item_score(*, rescore_id: int) -> _Scored | str:
+    """Take and score one item; `idle` when none is free, `interrupted` when the worker is
+    stopping (the item was given back)."""
     taken = _item_take(rescore_id=rescore_id)
     if taken is None:
         return "idle"
-    entry = entry_item_load(item_id=taken.item_id) if taken.of_entry else None
+    entry = taken.entry
+    if entry is None and taken.of_entry:
+        entry = entry_item_load(item_id=taken.item_id)
     item = None
     if entry is None:
         item = rescore_item_load(item_id=taken.item_id, of_entry=taken.of_entry)
     version = item.rescore.version if item is not None else entry.version if entry else 0
-    renewer = None if connection.in_atomic_block else _Renewer(taken)
+    renewer = (
+        None if connection.in_atomic_block else rescore_takes.Renewer(taken.item_id, taken.token)
+    )
     if renewer is not None:
         renewer.start()
     result: GradingResult | None = None
@@ -336,9 +345,7 @@ def _item_run(*, rescore_id: int) -> str:
     if item is not None:
         write = _item_write(item, version, cached)
     assert write is not None  # noqa: S101 - one of the two was loaded
-    outcome = _record(taken=taken, result=result, write=write)
-    logger.info("rescore: item %s of v%s: %s", taken.item_id, version, outcome)
-    return outcome
+    return _Scored(taken, result, write, version)
 
 
 def _go_on(*, scored: int, started: float) -> bool:
@@ -353,12 +360,13 @@ def _go_on(*, scored: int, started: float) -> bool:
 
 
 def _chains_enough(*, rescore_id: int) -> bool:
-    """Whether RESCORE_WORKERS chains already hold live leases of the rescore's items. A chain
+    """Whether RESCORE_WORKERS chains already hold live leases of the rescore's items (a
+    chain holds up to two: `rescore_overlap`; its tokens share the worker's tag). A chain
     started on top of them (one per result that gets an item while the rescore runs,
     `rescore_entry_add`) then ends at once: the working chains take its item, and new
     submissions keep their worker."""
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    row = _LEASED.fetchone([rescore_id, _PROCESSING, now])
+    row = _LEASED.fetchone([rescore_takes.TAG_LENGTH, rescore_id, _PROCESSING, now])
     return row is not None and int(row[0]) >= rescore_workers()
 
 
@@ -374,20 +382,32 @@ def rescore_next(*, rescore_id: int) -> str:
         return "requeued"
     if _chains_enough(rescore_id=rescore_id):
         return "enough"
+    recorder = Recorder()
+    try:
+        return _chain(rescore_id=rescore_id, recorder=recorder)
+    finally:
+        recorder.close()
+
+
+def _chain(*, rescore_id: int, recorder: Recorder) -> str:
+    """Items scored one at a time, each recorded while the next one is scored."""
     started = time.monotonic()
     scored = 0
     while True:
-        outcome = _item_run(rescore_id=rescore_id)
-        if outcome == "idle":
-            rescore_switch_if_complete(rescore_id=rescore_id)
-            return outcome
-        if outcome == "interrupted":
-            rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
-            worker_leave()
-            return outcome
+        item = _item_score(rescore_id=rescore_id)
+        if isinstance(item, str):
+            recorder.wait()  # the last record, before the switch or the next chain
+            if item == "idle":
+                rescore_switch_if_complete(rescore_id=rescore_id)
+            else:
+                rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
+                worker_leave()
+            return item
+        recorder.submit(item.record)
         scored += 1
         if not _go_on(scored=scored, started=started):
             break
+    outcome = recorder.wait() or "done"
     rescore_switch_if_complete(rescore_id=rescore_id)
     rescore_chains_enqueue(rescore_id=rescore_id, chains=1)
     return outcome

@@ -1,0 +1,88 @@
+"""A chain's item recorded while the chain already scores its next one (SPEC §11.6).
+
+Recording an item's outcome is waiting: for the database's answers and its commit. A chain
+that waited for it before taking its next item left its worker's sandbox idle for that long
+(docs/benchmarks.md, "Rescoring"). A `Recorder` runs each record on a thread of its own,
+with a database connection of its own, while the chain's worker takes and scores the next
+item; it records one item at a time, in order, and the chain waits for the previous record
+before handing it the next. So a chain never runs more than one sandbox at a time and holds
+at most two leases: the item being recorded and the one being scored.
+
+Nothing else changes: the record is the same transaction under the same lease. A worker that
+dies with a record not written leaves that item `processing`; its lease expires and the item
+is taken and scored again, and the scores' unique constraint keeps the second record from
+writing twice. A chain that ends (its batch, nothing left, a stopping worker) waits for its
+last record first, so the switch that follows sees it. Inside a transaction held by the
+caller (tests), or with `RESCORE_OVERLAP` off, the records run in the chain's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from django.conf import settings
+from django.db import connection, connections
+
+logger = logging.getLogger(__name__)
+
+
+def _recorded(record: Callable[[], str]) -> str:
+    connection.close_if_unusable_or_obsolete()
+    return record()
+
+
+def _closed() -> None:
+    connections.close_all()
+
+
+class Recorder:
+    """Records a chain's items one after another, off the chain's own thread."""
+
+    def __init__(self) -> None:
+        # A thread would not see rows of a transaction the caller holds.
+        self._inline = connection.in_atomic_block or not settings.RESCORE_OVERLAP
+        self._pool = (
+            None
+            if self._inline
+            else ThreadPoolExecutor(max_workers=1, thread_name_prefix="rescore-record")
+        )
+        self._pending: Future[str] | None = None
+        self._used = False
+        self._outcome: str | None = None
+
+    def submit(self, record: Callable[[], str]) -> str | None:
+        """Wait for the previous record, then start `record`; the previous outcome (None for
+        the first). A record's exception is raised here or by `wait`."""
+        previous = self.wait()
+        if self._pool is None:
+            self._outcome = record()
+        else:
+            self._used = True
+            self._pending = self._pool.submit(_recorded, record)
+        return previous
+
+    def wait(self) -> str | None:
+        """Wait for the record in flight; its outcome (None when there was none)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._outcome = pending.result()
+        outcome, self._outcome = self._outcome, None
+        return outcome
+
+    def close(self) -> None:
+        """Wait for the record in flight (its exception is logged, not raised: the caller
+        is already ending), then close the thread's connection and the thread."""
+        if self._pool is None:
+            return
+        try:
+            if self._pending is not None:
+                self._pending.result()
+        except Exception:
+            logger.exception("rescore: an item's record failed")
+        finally:
+            self._pending = None
+            if self._used:  # the thread exists and may hold a connection
+                self._pool.submit(_closed).result()
+            self._pool.shutdown(wait=True)
