@@ -115,9 +115,9 @@ def run(url: str, tmp_path: Path, *args: str, token: str = "tok") -> tuple[int, 
     return done.returncode, done.stdout, done.stderr, time.monotonic() - started
 
 
-def _repeat(line: bytes, seconds: float) -> Handle:
+def _repeat(line: bytes, seconds: float, head: bytes = b"HTTP/1.1 200 OK\r\n") -> Handle:
     def handle(conn: socket.socket) -> None:
-        conn.sendall(b"HTTP/1.1 200 OK\r\n")
+        conn.sendall(head)
         ends = time.monotonic() + seconds
         while time.monotonic() < ends:
             conn.sendall(line * 64)
@@ -151,7 +151,7 @@ ANSWERS: dict[str, Handle] = {
         b"\r\n{",
         then_wait=3,
     ),
-    "an endless body": _repeat(b"[" * 4096, 8),  # after a head-less status: read to the end
+    "an endless body": _repeat(b"[" * 4096, 8, b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"),
     "an endless chunked body": _drip(
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
         b"10000\r\n" + b"x" * 65536 + b"\r\n",
