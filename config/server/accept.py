@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import select
 import socket
 import ssl
 from collections.abc import Callable
@@ -27,6 +28,14 @@ from typing import Any
 #: Seconds a newly accepted connection may keep its worker from accepting another one while its
 #: request is on its way to a thread.
 SETTLE = 0.01
+#: Seconds a closed gate leaves a connection in the kernel's queue before looking whether
+#: another worker takes it: one still there `RECHECK` seconds later is taken though the
+#: threads are busy (its request then waits for one), so that kept-alive connections sending
+#: request after request cannot keep new ones out for good.
+WAIT_LIMIT = 0.5
+RECHECK = 0.05
+#: Connections taken at most at once that way (asyncio's own server takes 100 a wake-up).
+TAKE_WAITING = 100
 #: Seconds before accepting again after running out of file descriptors or memory (asyncio's
 #: own delay).
 RETRY_DELAY = 1.0
@@ -107,6 +116,8 @@ class Acceptor:
         self.log = log
         self._reading = False
         self._closed = False
+        self._waiting_timer: asyncio.TimerHandle | None = None
+        self._seen_waiting = False
         self._connecting: set[asyncio.Task[Any]] = set()
         gate.acceptors.append(self)
         self.resume()
@@ -120,22 +131,52 @@ class Acceptor:
         if self._reading:
             self.loop.remove_reader(self.sock.fileno())
             self._reading = False
+        self._watch(WAIT_LIMIT)
+
+    def _watch(self, delay: float) -> None:
+        if self._waiting_timer is not None:
+            self._waiting_timer.cancel()
+        self._waiting_timer = None
+        self._seen_waiting = False
+        if not self._closed:
+            self._waiting_timer = self.loop.call_later(delay, self._check_waiting)
+
+    def _check_waiting(self) -> None:
+        """While the gate is closed: connections left waiting by every worker are taken."""
+        self._waiting_timer = None
+        if self._closed or self._reading:
+            return
+        seen_before = self._seen_waiting
+        waiting = bool(select.select([self.sock], [], [], 0)[0])
+        if waiting and seen_before:
+            for _ in range(TAKE_WAITING):  # they have no better worker to go to
+                if not self._take():
+                    break
+            return
+        self._watch(RECHECK if waiting else WAIT_LIMIT)
+        self._seen_waiting = waiting
 
     def _accept(self) -> None:
         if not self.gate.open:
             self.pause()
             return
+        self._take()
+
+    def _take(self) -> bool:
+        """Accept one connection; whether there was one."""
         try:
             conn, _ = self.sock.accept()
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-            return  # another worker took it, or the client left
+            if not self._reading:
+                self._watch(WAIT_LIMIT)
+            return False  # another worker took it, or the client left
         except OSError as exc:
             if exc.errno not in _RESOURCE_ERRORS:
                 raise
             self.log.error("Out of resources accepting a connection (%s); retrying", exc)
             self.pause()
             self.loop.call_later(RETRY_DELAY, self.resume)
-            return
+            return False
         conn.setblocking(False)
         protocol = self.protocol_factory()
         self.gate.hold(protocol)
@@ -143,6 +184,7 @@ class Acceptor:
         task = self.loop.create_task(self._connect(conn, protocol))
         self._connecting.add(task)
         task.add_done_callback(self._connecting.discard)
+        return True
 
     async def _connect(self, conn: socket.socket, protocol: asyncio.Protocol) -> None:
         try:
@@ -156,6 +198,9 @@ class Acceptor:
         """Stop accepting (a stopping worker); the kernel's queue stays for the other workers."""
         self._closed = True
         self.pause()
+        if self._waiting_timer is not None:
+            self._waiting_timer.cancel()
+            self._waiting_timer = None
 
     async def wait_closed(self) -> None:
         return

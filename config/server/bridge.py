@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import sys
 from collections.abc import Callable, Iterable
 from typing import IO, Any
@@ -188,10 +189,8 @@ class _Response:
 def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
     """`callback` on `loop` from a pool thread; nothing once the loop is closed (a stopped
     worker)."""
-    try:
+    with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(callback)
-    except RuntimeError:
-        pass
 
 
 def client_address(scope: Scope, proxies: int) -> str:

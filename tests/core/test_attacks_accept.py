@@ -81,13 +81,15 @@ def pipelining(port: int, stop: threading.Event, held: list[socket.socket]) -> N
 
 
 def resets(port: int, stop: threading.Event, held: list[socket.socket]) -> None:
-    while not stop.is_set():
-        with contextlib.suppress(OSError):
-            _reset(_connect(port))
-        with contextlib.suppress(OSError):
-            sock = _connect(port)
-            sock.sendall(b"GET /slow?seconds=0.2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            _reset(sock)
+    """Connections reset at once, or right after a request (a thread's work or a quick one):
+    requests cancelled before a thread takes them, or while it runs them."""
+    while not stop.wait(0.005):
+        for head in [b""] * 10 + [b"GET /slow?seconds=0.05 HTTP/1.1\r\n\r\n", HEAD]:
+            with contextlib.suppress(OSError):
+                sock = _connect(port)
+                if head:
+                    sock.sendall(head)
+                _reset(sock)
 
 
 def half_closed(port: int, stop: threading.Event, held: list[socket.socket]) -> None:
