@@ -40,8 +40,7 @@ def _reset(sock: socket.socket) -> None:
 
 
 def silent(port: int, stop: threading.Event, held: list[socket.socket]) -> None:
-    for _ in range(300):
-        held.append(_connect(port))
+    held.extend(_connect(port) for _ in range(300))
 
 
 def slow_heads(port: int, stop: threading.Event, held: list[socket.socket]) -> None:
@@ -156,7 +155,19 @@ def attacking(port: int, attack: Attack) -> Iterator[None]:
             _reset(sock)
 
 
-@pytest.mark.parametrize("name", sorted(ATTACKS))
+UNREAD = pytest.mark.xfail(
+    strict=True,
+    reason="a response the client does not take holds its thread up to gunicorn's `timeout`",
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=[UNREAD] if name == "answers never read" else [])
+        for name in ATTACKS
+    ],
+)
 def test_an_honest_client_is_served_during_the_attack_and_accepting_resumes(
     name: str, start_process: Start
 ) -> None:
