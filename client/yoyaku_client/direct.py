@@ -24,6 +24,7 @@ import io
 import socket
 import time
 import urllib.request
+from typing import cast
 
 import httpx
 
@@ -102,7 +103,8 @@ def _answer(sock: socket.socket, request: httpx.Request, timeout: float | None) 
     byte at a time cannot hold the client past it; the body is read in pieces up to
     `MAX_ANSWER_SIZE` whatever length the server announces."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    response = http.client.HTTPResponse(_Deadline(sock, deadline), method=request.method)
+    reader = cast("socket.socket", _Deadline(sock, deadline))  # what HTTPResponse reads: makefile
+    response = http.client.HTTPResponse(reader, method=request.method)
     try:
         response.begin()
         if response.length is not None and response.length > MAX_ANSWER_SIZE:
