@@ -28,13 +28,13 @@ from typing import Any
 #: Seconds a newly accepted connection may keep its worker from accepting another one while its
 #: request is on its way to a thread.
 SETTLE = 0.01
-#: Seconds a closed gate leaves a connection in the kernel's queue before looking whether
-#: another worker takes it: one still there `RECHECK` seconds later is taken though the
-#: threads are busy (its request then waits for one), so that kept-alive connections sending
-#: request after request cannot keep new ones out for good.
+#: Seconds a closed gate leaves connections in the kernel's queue: if they still wait then
+#: and the worker finished a request meanwhile (its threads go from one kept-alive
+#: connection's request to the next), they are taken and their requests wait their turn, so
+#: that kept-alive connections sending request after request cannot keep new ones out for
+#: good. A worker whose threads finished nothing (a long request) takes none: another may.
 WAIT_LIMIT = 0.5
-RECHECK = 0.05
-#: Connections taken at most at once that way (asyncio's own server takes 100 a wake-up).
+#: Connections taken at most at once that way.
 TAKE_WAITING = 100
 #: Seconds before accepting again after running out of file descriptors or memory (asyncio's
 #: own delay).
@@ -50,6 +50,7 @@ class AcceptGate:
         self.loop = loop
         self.threads = threads
         self.busy = 0
+        self.finishes = 0  # requests finished, ever
         self.fresh: object | None = None
         self._fresh_timer: asyncio.TimerHandle | None = None
         self.acceptors: list[Acceptor] = []
@@ -81,6 +82,7 @@ class AcceptGate:
 
     def finished(self) -> None:
         self.busy -= 1
+        self.finishes += 1
         self._changed()
 
     def _cancel_timer(self) -> None:
@@ -117,7 +119,7 @@ class Acceptor:
         self._reading = False
         self._closed = False
         self._waiting_timer: asyncio.TimerHandle | None = None
-        self._seen_waiting = False
+        self._finishes = 0  # the gate's count when the watch was armed
         self._connecting: set[asyncio.Task[Any]] = set()
         gate.acceptors.append(self)
         self.resume()
@@ -137,24 +139,23 @@ class Acceptor:
         if self._waiting_timer is not None:
             self._waiting_timer.cancel()
         self._waiting_timer = None
-        self._seen_waiting = False
+        self._finishes = self.gate.finishes
         if not self._closed:
             self._waiting_timer = self.loop.call_later(delay, self._check_waiting)
 
     def _check_waiting(self) -> None:
-        """While the gate is closed: connections left waiting by every worker are taken."""
+        """While the gate is closed: connections left waiting while the worker's threads
+        moved on to other requests are taken."""
         self._waiting_timer = None
         if self._closed or self._reading:
             return
-        seen_before = self._seen_waiting
-        waiting = bool(select.select([self.sock], [], [], 0)[0])
-        if waiting and seen_before:
-            for _ in range(TAKE_WAITING):  # they have no better worker to go to
+        progressed = self.gate.finishes != self._finishes
+        if progressed and select.select([self.sock], [], [], 0)[0]:
+            for _ in range(TAKE_WAITING):  # asyncio's own server takes as many a wake-up
                 if not self._take():
                     break
             return
-        self._watch(RECHECK if waiting else WAIT_LIMIT)
-        self._seen_waiting = waiting
+        self._watch(WAIT_LIMIT)
 
     def _accept(self) -> None:
         if not self.gate.open:
