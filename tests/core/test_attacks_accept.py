@@ -155,12 +155,6 @@ def attacking(port: int, attack: Attack) -> Iterator[None]:
             _reset(sock)
 
 
-UNREAD = pytest.mark.xfail(
-    strict=True,
-    reason="a response the client does not take holds its thread up to gunicorn's `timeout`",
-)
-
-
 @pytest.mark.parametrize(
     "name",
     [
