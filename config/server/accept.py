@@ -13,6 +13,10 @@ A connection that sends nothing at once, or sends its head or body slowly, holds
 stops accepting only for a few turns of the loop: until the loop has polled it and found nothing,
 or its first bytes arrive incomplete (`SETTLE` seconds at most, say for a TLS handshake). It then
 waits for its deadlines (`Protocol.head_timeout`, the body's) while the worker accepts others.
+
+Kept-alive connections sending request after request keep a worker's threads busy without
+end; a worker whose threads went on finishing requests while connections waited `WAIT_LIMIT`
+seconds in the kernel's queue takes them, so that they are not kept out for good.
 """
 
 from __future__ import annotations
