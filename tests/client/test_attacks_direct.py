@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.client.conftest import yoyaku_command
+from tests.client.conftest import HELLO_CONFIG, HELLO_MAIN, write_files, yoyaku_command
 
 Handle = Callable[[socket.socket], None]
 TIMEOUT = 1.0  # YOYAKU_TIMEOUT given to the client
@@ -273,25 +273,43 @@ def test_an_id_with_line_breaks_stays_data_in_the_request_line(
         assert not any(line.lower().startswith(b"x-admin") for line in head)
 
 
-def test_a_file_name_and_metadata_with_line_breaks_stay_in_the_body(
+def test_a_file_name_with_line_breaks_is_refused_before_connecting(
     hostile: Callable[[Handle], Hostile], tmp_path: Path
 ) -> None:
-    folder = tmp_path / "program"
-    folder.mkdir()
-    (folder / "main.py").write_text("print(1)\n")
-    (folder / "a\r\nX-Admin: 1\r\n.py").write_text("print(2)\n")
-    server = hostile(_ok)
-    metadata = json.dumps({"note": "x\r\nX-Admin: 1\r\n\r\nGET / HTTP/1.1"})
-    code, stdout, stderr, _ = run(
-        server.url, tmp_path, "submit", str(folder), "--question", "q", "--metadata", metadata
+    folder = write_files(
+        tmp_path / "program",
+        {"main.py": HELLO_MAIN, "config.yaml": HELLO_CONFIG, "a\r\nX-Admin: 1\r\n.py": "1\n"},
     )
-    assert code in (1, 2), (stdout, stderr)
-    assert "Traceback" not in stderr + stdout
+    server = hostile(_ok)
+    code, stdout, stderr, _ = run(server.url, tmp_path, "submit", str(folder))
+    assert code == 1, (stdout, stderr)
+    assert json.loads(stdout)["code"] == "refused_locally"
     server.close()
-    for request in server.received:
-        head = request.split(b"\r\n\r\n")[0].split(b"\r\n")
-        assert not any(line.lower().startswith(b"x-admin") for line in head), head
-        assert request.count(b" HTTP/1.1\r\n") == 1
+    assert server.received == []
+
+
+def test_metadata_and_a_question_with_line_breaks_stay_in_the_body(
+    hostile: Callable[[Handle], Hostile],
+) -> None:
+    """What `submit` sends them in: a JSON body, where a line break is escaped."""
+    from yoyaku_client.errors import ApiError
+    from yoyaku_client.transport import RetryPolicy, Transport
+
+    server = hostile(_ok)
+    document = {
+        "question_id": "q\r\nX-Admin: 1",
+        "metadata": {"note": "x\r\nX-Admin: 1\r\n\r\nGET / HTTP/1.1"},
+    }
+    transport = Transport(server.url, token="tok", retry=RetryPolicy.none())
+    with pytest.raises(ApiError):
+        transport.request("POST", "/submissions/", json=document)
+    transport.close()
+    server.close()
+    (request,) = server.received
+    head, _, body = request.partition(b"\r\n\r\n")
+    assert not any(line.lower().startswith(b"x-admin") for line in head.split(b"\r\n")), head
+    assert request.count(b" HTTP/1.1\r\n") == 1
+    assert json.loads(body) == document
 
 
 def test_a_nul_in_a_token_or_an_id_never_reaches_the_wire(
