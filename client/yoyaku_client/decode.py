@@ -29,6 +29,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from yoyaku_client.errors import YoyakuError
+
 __all__ = ["ApiModel", "api", "decode", "parse_time"]
 
 T = TypeVar("T")
@@ -82,6 +84,8 @@ class ApiModel:
 
 def decode(cls: type[T], data: Mapping[str, Any], **given: Any) -> T:
     """An instance of the dataclass `cls` read from `data`; `given` sets fields as they are."""
+    if not isinstance(data, Mapping):  # a server's answer of another shape: its error
+        raise YoyakuError(f"the server's answer is not a {cls.__name__}: {type(data).__name__}")
     readers = _READERS.get(cls) or _READERS.setdefault(cls, _readers(cls))
     values = {name: read(data.get(key)) for name, key, read in readers if name not in given}
     return cls(**values, **given)

@@ -20,14 +20,22 @@ through this process to be encrypted (httpx sends those).
 from __future__ import annotations
 
 import http.client
+import io
 import socket
+import time
 import urllib.request
+from typing import cast
 
 import httpx
 
 from yoyaku_client.multipart import MultipartStream
 
-__all__ = ["direct_possible", "send_request"]
+__all__ = ["MAX_ANSWER_SIZE", "direct_possible", "send_request"]
+
+#: Bytes of an answer's body read at most: the API's answers are JSON documents far smaller
+#: (downloads are streamed through httpx); a larger or endless one is the server's error.
+MAX_ANSWER_SIZE = 64 * 1024 * 1024
+_PIECE = 64 * 1024
 
 
 def direct_possible(base_url: str) -> bool:
@@ -89,14 +97,31 @@ def _head(request: httpx.Request) -> bytes:
 
 
 def _answer(sock: socket.socket, request: httpx.Request, timeout: float | None) -> httpx.Response:
-    """The answer on `sock` as an `httpx.Response`; a failure raises what httpx would."""
-    response = http.client.HTTPResponse(sock, method=request.method)
+    """The answer on `sock` as an `httpx.Response`; a failure raises what httpx would.
+
+    `timeout` bounds the whole answer (head and body), not each read: a server that drips a
+    byte at a time cannot hold the client past it; the body is read in pieces up to
+    `MAX_ANSWER_SIZE` whatever length the server announces."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    reader = cast("socket.socket", _Deadline(sock, deadline))  # what HTTPResponse reads: makefile
+    response = http.client.HTTPResponse(reader, method=request.method)
     try:
-        sock.settimeout(timeout)
         response.begin()
-        content = response.read()
+        if response.length is not None and response.length > MAX_ANSWER_SIZE:
+            raise _TooLarge()
+        pieces: list[bytes] = []
+        size = 0
+        while piece := response.read(_PIECE):
+            size += len(piece)
+            if size > MAX_ANSWER_SIZE:
+                raise _TooLarge()
+            pieces.append(piece)
+        content = b"".join(pieces)
+    except _TooLarge as exc:
+        message = f"Answer larger than {MAX_ANSWER_SIZE} bytes."
+        raise httpx.RemoteProtocolError(message, request=request) from exc
     except TimeoutError as exc:
-        raise httpx.ReadTimeout(str(exc), request=request) from exc
+        raise httpx.ReadTimeout(str(exc) or "timed out", request=request) from exc
     except (OSError, http.client.HTTPException) as exc:
         if isinstance(exc, http.client.RemoteDisconnected):
             message = "Server disconnected without sending a response."
@@ -112,3 +137,30 @@ def _answer(sock: socket.socket, request: httpx.Request, timeout: float | None) 
         content=content,
         request=request,
     )
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Deadline(io.RawIOBase):
+    """`sock` read until `deadline` (a `time.monotonic()` value; None: no limit), whatever
+    the pace of its bytes; what `http.client` reads an answer from (`makefile`)."""
+
+    def __init__(self, sock: socket.socket, deadline: float | None) -> None:
+        self._sock = sock
+        self._deadline = deadline
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(self)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self._deadline is not None:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("timed out")
+            self._sock.settimeout(left)
+        return self._sock.recv_into(buffer)

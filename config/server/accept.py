@@ -13,12 +13,17 @@ A connection that sends nothing at once, or sends its head or body slowly, holds
 stops accepting only for a few turns of the loop: until the loop has polled it and found nothing,
 or its first bytes arrive incomplete (`SETTLE` seconds at most, say for a TLS handshake). It then
 waits for its deadlines (`Protocol.head_timeout`, the body's) while the worker accepts others.
+
+Kept-alive connections sending request after request keep a worker's threads busy without
+end; a worker whose threads went on finishing requests while connections waited `WAIT_LIMIT`
+seconds in the kernel's queue takes them, so that they are not kept out for good.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import select
 import socket
 import ssl
 from collections.abc import Callable
@@ -27,6 +32,14 @@ from typing import Any
 #: Seconds a newly accepted connection may keep its worker from accepting another one while its
 #: request is on its way to a thread.
 SETTLE = 0.01
+#: Seconds a closed gate leaves connections in the kernel's queue: if they still wait then
+#: and the worker finished a request meanwhile (its threads go from one kept-alive
+#: connection's request to the next), they are taken and their requests wait their turn, so
+#: that kept-alive connections sending request after request cannot keep new ones out for
+#: good. A worker whose threads finished nothing (a long request) takes none: another may.
+WAIT_LIMIT = 0.5
+#: Connections taken at most at once that way.
+TAKE_WAITING = 100
 #: Seconds before accepting again after running out of file descriptors or memory (asyncio's
 #: own delay).
 RETRY_DELAY = 1.0
@@ -41,6 +54,7 @@ class AcceptGate:
         self.loop = loop
         self.threads = threads
         self.busy = 0
+        self.finishes = 0  # requests finished, ever
         self.fresh: object | None = None
         self._fresh_timer: asyncio.TimerHandle | None = None
         self.acceptors: list[Acceptor] = []
@@ -72,6 +86,7 @@ class AcceptGate:
 
     def finished(self) -> None:
         self.busy -= 1
+        self.finishes += 1
         self._changed()
 
     def _cancel_timer(self) -> None:
@@ -107,6 +122,8 @@ class Acceptor:
         self.log = log
         self._reading = False
         self._closed = False
+        self._waiting_timer: asyncio.TimerHandle | None = None
+        self._finishes = 0  # the gate's count when the watch was armed
         self._connecting: set[asyncio.Task[Any]] = set()
         gate.acceptors.append(self)
         self.resume()
@@ -120,22 +137,51 @@ class Acceptor:
         if self._reading:
             self.loop.remove_reader(self.sock.fileno())
             self._reading = False
+        self._watch(WAIT_LIMIT)
+
+    def _watch(self, delay: float) -> None:
+        if self._waiting_timer is not None:
+            self._waiting_timer.cancel()
+        self._waiting_timer = None
+        self._finishes = self.gate.finishes
+        if not self._closed:
+            self._waiting_timer = self.loop.call_later(delay, self._check_waiting)
+
+    def _check_waiting(self) -> None:
+        """While the gate is closed: connections left waiting while the worker's threads
+        moved on to other requests are taken."""
+        self._waiting_timer = None
+        if self._closed or self._reading:
+            return
+        progressed = self.gate.finishes != self._finishes
+        if progressed and select.select([self.sock], [], [], 0)[0]:
+            for _ in range(TAKE_WAITING):  # asyncio's own server takes as many a wake-up
+                if not self._take():
+                    break
+            return
+        self._watch(WAIT_LIMIT)
 
     def _accept(self) -> None:
         if not self.gate.open:
             self.pause()
             return
+        self._take()
+
+    def _take(self) -> bool:
+        """Accept one connection; whether there was one."""
         try:
             conn, _ = self.sock.accept()
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-            return  # another worker took it, or the client left
+            if not self._reading:
+                self._watch(WAIT_LIMIT)
+            return False  # another worker took it, or the client left
         except OSError as exc:
             if exc.errno not in _RESOURCE_ERRORS:
                 raise
             self.log.error("Out of resources accepting a connection (%s); retrying", exc)
             self.pause()
             self.loop.call_later(RETRY_DELAY, self.resume)
-            return
+            return False
         conn.setblocking(False)
         protocol = self.protocol_factory()
         self.gate.hold(protocol)
@@ -143,6 +189,7 @@ class Acceptor:
         task = self.loop.create_task(self._connect(conn, protocol))
         self._connecting.add(task)
         task.add_done_callback(self._connecting.discard)
+        return True
 
     async def _connect(self, conn: socket.socket, protocol: asyncio.Protocol) -> None:
         try:
@@ -156,6 +203,9 @@ class Acceptor:
         """Stop accepting (a stopping worker); the kernel's queue stays for the other workers."""
         self._closed = True
         self.pause()
+        if self._waiting_timer is not None:
+            self._waiting_timer.cancel()
+            self._waiting_timer = None
 
     async def wait_closed(self) -> None:
         return

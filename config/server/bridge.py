@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import sys
 from collections.abc import Callable, Iterable
 from typing import IO, Any
@@ -84,18 +85,20 @@ class WsgiBridge:
         if body is None:
             return
         loop = asyncio.get_running_loop()
-        if self.gate is not None:
-            self.gate.started()
+        gate = self.gate
+        if gate is not None:
+            gate.started()
+        future = self.executor.submit(self._run, scope, body, send, loop)
         try:
-            future = self.executor.submit(self._run, scope, body, send, loop)
-            try:
-                await asyncio.wrap_future(future)
-            finally:
-                if future.cancel():  # cancelled before a thread took it: _run never closes it
-                    body.close()
+            await asyncio.wrap_future(future)
         finally:
-            if self.gate is not None:
-                self.gate.finished()
+            if future.cancel():  # cancelled before a thread took it: _run never closes it
+                body.close()
+            if gate is not None:
+                if future.done():
+                    gate.finished()
+                else:  # the client left while a thread runs it: the thread is busy until it ends
+                    future.add_done_callback(lambda _: _call_soon(loop, gate.finished))
 
     def _run(
         self, scope: Scope, body: IO[bytes], send: Send, loop: asyncio.AbstractEventLoop
@@ -181,6 +184,13 @@ class _Response:
     async def _send_all(self, messages: list[Message]) -> None:
         for message in messages:
             await self._send(message)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    """`callback` on `loop` from a pool thread; nothing once the loop is closed (a stopped
+    worker)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback)
 
 
 def client_address(scope: Scope, proxies: int) -> str:
