@@ -46,6 +46,13 @@ RETRY_DELAY = 1.0
 _RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
+def _waiting(sock: socket.socket) -> bool:
+    """Whether a connection waits in `sock`'s queue (`poll`: any descriptor number)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 class AcceptGate:
     """Whether a worker accepts: its requests running or queued for its threads (`busy`), and
     the one connection accepted last while it has not shown what it is (`fresh`)."""
@@ -154,7 +161,7 @@ class Acceptor:
         if self._closed or self._reading:
             return
         progressed = self.gate.finishes != self._finishes
-        if progressed and select.select([self.sock], [], [], 0)[0]:
+        if progressed and _waiting(self.sock):
             for _ in range(TAKE_WAITING):  # asyncio's own server takes as many a wake-up
                 if not self._take():
                     break
