@@ -350,10 +350,10 @@ def _run(workdir: Path, args: argparse.Namespace) -> int:
     print(f"ratio rescore / isolated runs: {rate / isolated_rate:6.1%}  (target >= 80 %)")
     item_cpu = cluster_cpu / rescored * 1000
     run_cpu = slices.cpu / (slices.per * len(slices.seconds)) * 1000
+    server = f"; the database server's backends: {server_cpu / rescored * 1000:5.1f} ms"
     print(
         f"CPU per item (the cluster's processes, sandboxes included): {item_cpu:5.1f}"
-        f" ms; per isolated run: {run_cpu:5.1f} ms; the database server's backends:"
-        f" {server_cpu / rescored * 1000:5.1f} ms per item"
+        f" ms; per isolated run: {run_cpu:5.1f} ms{server if database.startswith('postgres') else ''}"
     )
     print(
         "load average (1 min) at the start and after the switch: "
