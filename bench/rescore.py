@@ -351,9 +351,10 @@ def _run(workdir: Path, args: argparse.Namespace) -> int:
     item_cpu = cluster_cpu / rescored * 1000
     run_cpu = slices.cpu / (slices.per * len(slices.seconds)) * 1000
     server = f"; the database server's backends: {server_cpu / rescored * 1000:5.1f} ms"
+    server = server if database.startswith("postgres") else ""
     print(
         f"CPU per item (the cluster's processes, sandboxes included): {item_cpu:5.1f}"
-        f" ms; per isolated run: {run_cpu:5.1f} ms{server if database.startswith('postgres') else ''}"
+        f" ms; per isolated run: {run_cpu:5.1f} ms{server}"
     )
     print(
         "load average (1 min) at the start and after the switch: "
