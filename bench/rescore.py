@@ -247,14 +247,16 @@ class _Slices:
 
 def _rescore(
     phase: Any, n: int, slices: _Slices, marks: int, user: Any
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
     """Apply version 2 and wait for its switch, with a slice of isolated runs before, at every
     1/marks of the items settled, and after. Seconds of the rescore (paused time left out),
-    of its apply, and the CPU seconds the cluster spent meanwhile."""
+    of its apply, and the CPU seconds the cluster and the database server spent meanwhile."""
     from apps.benchmarks.models import Phase, RescoreItem
-    from bench.benchlib.runs import process_group_cpu
+    from bench.benchlib.runs import ServerBackends, process_group_cpu
 
     slices.run()
+    server = ServerBackends()
+    server.sample()
     cpu = process_group_cpu(slices.cluster.pid)
     started = time.monotonic()
     _apply(user, 2)  # its commit enqueues the rescore's W chains
@@ -270,10 +272,12 @@ def _rescore(
             paused += slices.run()
             continue
         time.sleep(0.1)
+        server.sample()
     seconds = time.monotonic() - started - paused
     cpu = process_group_cpu(slices.cluster.pid) - cpu
+    server.sample()
     slices.run()
-    return seconds, applied, cpu
+    return seconds, applied, cpu, server.cpu()
 
 
 def _run(workdir: Path, args: argparse.Namespace) -> int:
@@ -307,7 +311,9 @@ def _run(workdir: Path, args: argparse.Namespace) -> int:
         quiet = _latencies(user, phase, new)
 
         slices = _Slices(cluster, isolated, marks, workers)
-        rescore_seconds, apply_seconds, cluster_cpu = _rescore(phase, n, slices, marks, user)
+        rescore_seconds, apply_seconds, cluster_cpu, server_cpu = _rescore(
+            phase, n, slices, marks, user
+        )
         load_after = os.getloadavg()
 
         busy: dict[int, tuple[list[float], int]] = {}
@@ -344,9 +350,11 @@ def _run(workdir: Path, args: argparse.Namespace) -> int:
     print(f"ratio rescore / isolated runs: {rate / isolated_rate:6.1%}  (target >= 80 %)")
     item_cpu = cluster_cpu / rescored * 1000
     run_cpu = slices.cpu / (slices.per * len(slices.seconds)) * 1000
+    server = f"; the database server's backends: {server_cpu / rescored * 1000:5.1f} ms"
+    server = server if database.startswith("postgres") else ""
     print(
         f"CPU per item (the cluster's processes, sandboxes included): {item_cpu:5.1f}"
-        f" ms; per isolated run: {run_cpu:5.1f} ms"
+        f" ms; per isolated run: {run_cpu:5.1f} ms{server}"
     )
     print(
         "load average (1 min) at the start and after the switch: "

@@ -101,3 +101,50 @@ def own_cpu() -> float:
     """CPU seconds of this process and the children it reaped (the isolated runs)."""
     times = os.times()
     return times.user + times.system + times.children_user + times.children_system
+
+
+def _pid_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) of one live process, None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class ServerBackends:
+    """CPU seconds of the PostgreSQL server's backends of this process's database, other than
+    this process's own: sampled (`sample`) from pg_stat_activity and /proc, each backend
+    counted from its first sample (or from 0 if it started after the first), to its last. A
+    backend that ends between two samples loses what it spent after the last one; the
+    server's shared processes (WAL writer, checkpointer) are not counted. Nothing on SQLite."""
+
+    def __init__(self) -> None:
+        from django.db import connection
+
+        self.enabled = connection.vendor == "postgresql"
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.started = False
+
+    def sample(self) -> None:
+        if not self.enabled:
+            return
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid()"
+            )
+            pids = [row[0] for row in cursor.fetchall()]
+        for pid in pids:
+            cpu = _pid_cpu(pid)
+            if cpu is None:
+                continue
+            self.first.setdefault(pid, cpu if not self.started else 0.0)
+            self.last[pid] = cpu
+        self.started = True
+
+    def cpu(self) -> float:
+        return sum(self.last[pid] - self.first[pid] for pid in self.last)

@@ -100,7 +100,9 @@ class RescoreItem(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["rescore", "status"], name="benchmarks_rescore_item_state"),
+            # In id order within a state: a take's pick stops at the first free item
+            # instead of sorting every open one (`rescore_takes`).
+            models.Index(fields=["rescore", "status", "id"], name="benchmarks_rescore_item_next"),
         ]
 
     def __str__(self) -> str:

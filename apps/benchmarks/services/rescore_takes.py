@@ -61,7 +61,11 @@ logger = logging.getLogger(__name__)
 # Parameters: failed, worker lost, now, rescore, processing, now, max attempts, processing,
 # now, max attempts (the spent leases fail, as in the generic path), rescore, processing,
 # now, max attempts, rescore, pending, rescore, 2 live
-# states, processing, token, expires, rescore, pending, processing, now, max attempts.
+# states, processing, token, expires, pending, processing, now, max attempts. The lease's
+# UPDATE finds the picked item by its primary key alone (the pick is of the rescore's items
+# already): a second condition on the rescore let the planner walk every item of the
+# rescore instead while the table's statistics were those of before the rescore's INSERT.
+# Each pick walks the index (rescore, status, id) and stops at its first free row.
 _TAKE = SqlStatement(
     "WITH spent AS (UPDATE {i} SET {i.status} = %s, {i.failure} = %s,"
     " {i.logs} = 'The worker was lost ' || CAST({i.attempts} AS text) || ' times while scoring.',"
@@ -79,7 +83,7 @@ _TAKE = SqlStatement(
     " FROM {r} WHERE {r.id} = %s AND {r.state} IN (%s, %s)),"
     " taken AS (UPDATE {i} SET {i.status} = %s, {i.lease_token} = %s,"
     " {i.lease_expires_at} = %s, {i.attempts} = {i.attempts} + 1"
-    " WHERE {i.id} = (SELECT item FROM pick) AND {i.rescore} = %s AND ({i.status} = %s"
+    " WHERE {i.id} = (SELECT item FROM pick) AND ({i.status} = %s"
     " OR ({i.status} = %s AND {i.lease_expires_at} < %s AND {i.attempts} < %s))"
     " RETURNING {i.id} AS item, {i.entry} AS entry, {i.rescore} AS rescore)"
     " SELECT taken.item, set_config('synchronous_commit', 'off', true),"
@@ -179,7 +183,7 @@ def item_take(*, rescore_id: int, max_attempts: int) -> Take | None:
             *(_PROCESSING, now, max_attempts),
             *(rescore_id, _PROCESSING, now, max_attempts),
             *(rescore_id, _PENDING, rescore_id, *live),
-            *(_PROCESSING, token, expires, rescore_id),
+            *(_PROCESSING, token, expires),
             *(_PENDING, _PROCESSING, now, max_attempts),
         ]
     )

@@ -100,7 +100,7 @@ def _expired_or_pending(now: dt.datetime) -> Q:
 
 # The take's read and writes run once per item: SQL kept, not compiled per call
 # (`apps.core.sql`). The read is up to 8 expired leases (their worker died) and up to 8
-# pending items, each part walking the index (rescore, status) in id order: it costs the
+# pending items, each part walking the index (rescore, status, id) in id order: it costs the
 # same with 10 or 10,000 items left (one OR of both states sorted every open item).
 _CANDIDATE_ITEMS = SqlStatement(
     "SELECT * FROM (SELECT {i.id}, {i.status}, {i.attempts}, {i.lease_token}, {i.entry}"
