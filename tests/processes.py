@@ -120,16 +120,16 @@ def http_request(
 
 
 def start_gunicorn(
-    start: Start, name: str, workers: int, **env: str
+    start: Start, name: str, workers: int, *, app: str = "config.wsgi", **env: str
 ) -> tuple[int, subprocess.Popen[bytes]]:
     """The `web` process as production runs it (config/gunicorn.py) on a free loopback port,
-    once it answers `/healthz`."""
+    once it answers `/healthz`; `app` is the WSGI application it serves."""
     port = free_port()
     process = start(
         name,
         [
             str(Path(sys.executable).parent / "gunicorn"),
-            "config.wsgi",
+            app,
             "-c",
             "config/gunicorn.py",
             "--bind",

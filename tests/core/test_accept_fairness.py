@@ -13,44 +13,19 @@ from __future__ import annotations
 import concurrent.futures
 import socket
 import subprocess
-import sys
 import time
 from http import HTTPStatus
-from pathlib import Path
 
 import pytest
 
 from tests.core.test_slow_clients import still_open
-from tests.processes import Start, child_env, free_port, http_request, wait_for
+from tests.processes import Start, http_request, start_gunicorn
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def start_web(start: Start, workers: int) -> tuple[int, subprocess.Popen[bytes]]:
-    port = free_port()
-    process = start(
-        "web",
-        [
-            str(Path(sys.executable).parent / "gunicorn"),
-            "tests.core.slow_wsgi:application",
-            "-c",
-            "config/gunicorn.py",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(workers),
-        ],
-        child_env(),
-    )
-
-    def answering() -> bool:
-        try:
-            return http_request(port, "GET", "/healthz")[0] == HTTPStatus.OK
-        except OSError:
-            return False
-
-    wait_for(answering, 30, "gunicorn to answer")
-    return port, process
+    return start_gunicorn(start, "web", workers, app="tests.core.slow_wsgi:application")
 
 
 def timed(port: int, path: str) -> tuple[int, float]:

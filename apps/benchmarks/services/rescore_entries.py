@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from django.db import connection
-from django.db.models import Field
+from django.db.models import Field, Model
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -75,24 +75,31 @@ class EntryItem:
     files: tuple[GradingFile, ...]  # the submission's files in upload order
 
 
-_LOAD = SqlStatement(
-    "SELECT {r}.{r.version}, {e}.{e.submission}, {e}.{e.team}, {u}.{u.created_at},"
+#: The columns an entry's item is read with (`entry_item_from_rows`), one row per file, and
+#: the tables they name: here by the item's id, in `rescore_takes` by the item just leased.
+ENTRY_ITEM_COLUMNS = (
+    "{r}.{r.version}, {e}.{e.submission}, {e}.{e.team}, {u}.{u.created_at},"
     " {e}.{e.kept_predictions}, {p}.{p.id}, {p}.{p.kind}, {p}.{p.final_selection},"
     " {c}.{c.bundle_file}, {c}.{c.bundle_sha256}, {f}.{f.filename}, {f}.{f.storage_name}"
-    " FROM {i} JOIN {r} ON {r}.{r.id} = {i}.{i.rescore}"
+)
+ENTRY_ITEM_TABLES: dict[str, type[Model]] = {
+    "i": RescoreItem,
+    "r": Rescore,
+    "e": Entry,
+    "u": Submission,
+    "p": Phase,
+    "c": Challenge,
+    "f": SubmissionFile,
+}
+_LOAD = SqlStatement(
+    "SELECT " + ENTRY_ITEM_COLUMNS + " FROM {i} JOIN {r} ON {r}.{r.id} = {i}.{i.rescore}"  # noqa: S608
     " JOIN {e} ON {e}.{e.submission} = {i}.{i.entry}"
     " JOIN {u} ON {u}.{u.id} = {e}.{e.submission}"
     " JOIN {p} ON {p}.{p.id} = {e}.{e.phase}"
     " JOIN {c} ON {c}.{c.id} = {p}.{p.challenge}"
     " LEFT JOIN {f} ON {f}.{f.submission} = {u}.{u.id}"
     " WHERE {i}.{i.id} = %s ORDER BY {f}.{f.uploaded_at}, {f}.{f.id}",
-    i=RescoreItem,
-    r=Rescore,
-    e=Entry,
-    u=Submission,
-    p=Phase,
-    c=Challenge,
-    f=SubmissionFile,
+    **ENTRY_ITEM_TABLES,
 )
 _TEAM_LOCK = SqlStatement("SELECT {t.id} FROM {t} WHERE {t.id} = %s FOR UPDATE", t=Team)
 # The entry's scores of the offered splits become the team's rows where it has none or a

@@ -38,18 +38,18 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from apps.benchmarks.models import (
-    Challenge,
-    Entry,
-    Phase,
-    Rescore,
     RescoreItem,
     RescoreItemStatus,
 )
-from apps.benchmarks.services.rescore_entries import EntryItem, entry_item_from_rows
+from apps.benchmarks.services.rescore_entries import (
+    ENTRY_ITEM_COLUMNS,
+    ENTRY_ITEM_TABLES,
+    EntryItem,
+    entry_item_from_rows,
+)
 from apps.benchmarks.services.rescores import LIVE
 from apps.core.sql import SqlStatement
 from apps.grading.leases import grading_lease_seconds
-from apps.submissions.models import Submission, SubmissionFile
 
 _PENDING, _PROCESSING = RescoreItemStatus.PENDING.value, RescoreItemStatus.PROCESSING.value
 _FAILED = RescoreItemStatus.FAILED.value
@@ -67,7 +67,7 @@ logger = logging.getLogger(__name__)
 # rescore instead while the table's statistics were those of before the rescore's INSERT.
 # Each pick walks the index (rescore, status, id) and stops at its first free row.
 _TAKE = SqlStatement(
-    "WITH spent AS (UPDATE {i} SET {i.status} = %s, {i.failure} = %s,"
+    "WITH spent AS (UPDATE {i} SET {i.status} = %s, {i.failure} = %s,"  # noqa: S608
     " {i.logs} = 'The worker was lost ' || CAST({i.attempts} AS text) || ' times while scoring.',"
     " {i.lease_expires_at} = NULL, {i.finished_at} = %s"
     " WHERE {i.id} IN (SELECT {i.id} FROM {i} WHERE {i.rescore} = %s AND {i.status} = %s"
@@ -86,24 +86,16 @@ _TAKE = SqlStatement(
     " WHERE {i.id} = (SELECT item FROM pick) AND ({i.status} = %s"
     " OR ({i.status} = %s AND {i.lease_expires_at} < %s AND {i.attempts} < %s))"
     " RETURNING {i.id} AS item, {i.entry} AS entry, {i.rescore} AS rescore)"
-    " SELECT taken.item, set_config('synchronous_commit', 'off', true),"
-    " {r}.{r.version}, {e}.{e.submission}, {e}.{e.team}, {u}.{u.created_at},"
-    " {e}.{e.kept_predictions}, {p}.{p.id}, {p}.{p.kind}, {p}.{p.final_selection},"
-    " {c}.{c.bundle_file}, {c}.{c.bundle_sha256}, {f}.{f.filename}, {f}.{f.storage_name}"
-    " FROM taken JOIN {r} ON {r}.{r.id} = taken.rescore"
+    " SELECT taken.item, set_config('synchronous_commit', 'off', true), "
+    + ENTRY_ITEM_COLUMNS
+    + " FROM taken JOIN {r} ON {r}.{r.id} = taken.rescore"
     " LEFT JOIN {e} ON {e}.{e.submission} = taken.entry"
     " LEFT JOIN {u} ON {u}.{u.id} = {e}.{e.submission}"
     " LEFT JOIN {p} ON {p}.{p.id} = {e}.{e.phase}"
     " LEFT JOIN {c} ON {c}.{c.id} = {p}.{p.challenge}"
     " LEFT JOIN {f} ON {f}.{f.submission} = {u}.{u.id}"
     " ORDER BY {f}.{f.uploaded_at}, {f}.{f.id}",
-    i=RescoreItem,
-    r=Rescore,
-    e=Entry,
-    u=Submission,
-    p=Phase,
-    c=Challenge,
-    f=SubmissionFile,
+    **ENTRY_ITEM_TABLES,
 )
 # Parameters: status, failure, logs, finished, item, processing, token. One row when the
 # lease was still the caller's.
