@@ -25,6 +25,8 @@ from apps.benchmarks.models import (
     Challenge,
     Metric,
     Phase,
+    Rescore,
+    RescoreState,
     Score,
     ScoringVersion,
     Split,
@@ -152,8 +154,9 @@ def _shape(access: BoardAccess) -> tuple[list[Metric], dict[str, bool]]:
 def board_open(*, access: BoardAccess, split: str, scoring_version: int | None) -> Board:
     """The leaderboard's heading for `split` in `scoring_version` (default: the version the
     phase serves). An unknown split or version is InvalidRequest; a hidden split before the
-    reveal is NotRevealed unless the caller manages the challenge. A version newer than the
-    one served (a rescore in progress) is for hosts and staff only."""
+    reveal is NotRevealed unless the caller manages the challenge. A version the phase never
+    served (a rescore in progress, cancelled or superseded: its board holds the submissions
+    scored so far and no others) is for hosts and staff only."""
     phase = access.phase
     columns, hidden = _shape(access)
     is_hidden = hidden.get(split)
@@ -164,10 +167,13 @@ def board_open(*, access: BoardAccess, split: str, scoring_version: int | None) 
     if is_hidden and phase.revealed_at is None and not access.manage:
         raise NotRevealed()
     version = phase.scoring_version if scoring_version is None else scoring_version
-    if scoring_version is not None and (
-        not ScoringVersion.objects.filter(phase=phase, number=version).exists()
-        or (version > phase.scoring_version and not access.manage)
-    ):
+    known = ScoringVersion.objects.filter(phase=phase, number=version)
+    if not access.manage:  # served: not newer than now, and switched to if it was rescored
+        unserved = Rescore.objects.filter(phase=phase).exclude(state=RescoreState.SWITCHED)
+        known = known.filter(number__lte=phase.scoring_version).exclude(
+            number__in=unserved.values("version")
+        )
+    if scoring_version is not None and not known.exists():
         raise InvalidRequest(
             "Unknown scoring version.",
             fields={"scoring_version": [f"The phase has no scoring version {version}."]},
