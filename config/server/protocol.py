@@ -13,6 +13,7 @@ from http import HTTPStatus
 from typing import Any
 
 from gunicorn.asgi import protocol as gunicorn_protocol
+from gunicorn.asgi.parser import PythonProtocol
 from gunicorn.asgi.protocol import ASGIProtocol
 
 from config.server.errors import error_response
@@ -21,6 +22,39 @@ from config.server.errors import error_response
 # WSGI application's status strings carried every phrase. Fill the table's gaps.
 for _status in HTTPStatus:
     gunicorn_protocol._REASON_PHRASES.setdefault(_status.value, _status.phrase)
+
+
+class BodyPassingParser(PythonProtocol):  # type: ignore[misc]  # no type hints in gunicorn
+    """gunicorn's pure-Python HTTP/1 parser, except that a body's bytes read from the socket
+    are handed on as they are. The parser appends every read to a buffer, then copies the body
+    out of it twice (a slice, then `bytes`): three copies of each uploaded byte, each into new
+    memory. A read that starts in the body with nothing buffered goes straight to `on_body`;
+    heads, chunked bodies and the bytes after a body take gunicorn's path."""
+
+    __slots__ = ()
+
+    def feed(self, data: Any) -> None:
+        parser: Any = self  # gunicorn's slots, untyped
+        if parser._state == "body" and not parser._buffer and type(data) is bytes:
+            take = min(len(data), parser._body_remaining)
+            if take > 0:
+                parser._body_remaining -= take
+                if parser._on_body:
+                    parser._on_body(data if take == len(data) else data[:take])
+                if parser._body_remaining <= 0:
+                    parser._state = "complete"
+                    parser.is_complete = True
+                    if parser._on_message_complete:
+                        parser._on_message_complete()
+                data = data[take:]
+                if not data:
+                    return
+        super().feed(data)
+
+
+# The protocol picks its parser (and recognises it) by this module-level name; gunicorn's C
+# parser, when installed, is preferred as before.
+gunicorn_protocol.PythonProtocol = BodyPassingParser
 
 
 class Protocol(ASGIProtocol):  # type: ignore[misc]  # gunicorn ships no type hints

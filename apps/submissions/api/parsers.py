@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import IO, Any
@@ -14,6 +15,7 @@ from rest_framework.parsers import BaseParser, DataAndFiles
 
 from apps.core.exceptions import DomainError
 from apps.core.metrics import count_refusals
+from apps.core.spooled_multipart import NotAMarker, SpooledParts, spooled_parts
 from apps.quotas.services import storage_quota_error
 from apps.submissions.exceptions import FileTooLarge, RequestTooLarge, TooManyFiles
 from apps.submissions.metrics import UPLOADS
@@ -33,6 +35,14 @@ def _drain(stream: IO[bytes], limit: int) -> None:
             left -= len(chunk)
     except OSError:
         pass
+
+
+def _kept_in_memory() -> int:
+    """Bytes besides the files' data a spooled body may keep in memory while parsed: its form
+    fields (DATA_UPLOAD_MAX_MEMORY_SIZE) and part heads. A body with more goes through
+    Django's parser as sent, which refuses it as before."""
+    fields = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return (int(fields) if fields is not None else 10 * 1024 * 1024) + 1024 * 1024
 
 
 def _request_too_large(limit: int, received: int) -> DomainError:
@@ -106,12 +116,24 @@ class StreamingMultiPartParser(BaseParser):
             request, max_total=max_total, over_total=over_total, file_types=file_types
         )
         drain_limit = int(settings.MAX_UPLOAD_FILE_SIZE) + CHUNK_SIZE
+        encoding = str(context.get("encoding") or settings.DEFAULT_CHARSET)
+        spooled = spooled_parts(meta)
+        if spooled is not None:
+            try:
+                return self._parse_spooled(spooled, meta, handler, encoding)
+            except NotAMarker:
+                handler.discard()  # parsed as sent below, with a handler of its own
+                handler = SubmissionUploadHandler(
+                    request, max_total=max_total, over_total=over_total, file_types=file_types
+                )
+            finally:
+                spooled.close()
         try:
             parser = RawNameMultiPartParser(
                 meta,
                 stream,  # type: ignore[arg-type]
                 [handler],
-                str(context.get("encoding") or settings.DEFAULT_CHARSET),
+                encoding,
             )
             data, files = parser.parse()
         except DomainError:
@@ -128,6 +150,43 @@ class StreamingMultiPartParser(BaseParser):
         except BaseException:
             handler.discard()
             raise
+        return DataAndFiles(data, files)
+
+    def _parse_spooled(
+        self,
+        spooled: SpooledParts,
+        meta: dict[str, Any],
+        handler: SubmissionUploadHandler,
+        encoding: str,
+    ) -> DataAndFiles[Any, Any]:
+        """The body from its spool: Django parses the skeleton, the handler takes each file's
+        bytes from the spool (apps/core/spooled_multipart.py). The body is read already, so a
+        refusal drains nothing. NotAMarker: the caller parses the body as sent."""
+        skeleton = spooled.skeleton(_kept_in_memory())
+        if skeleton is None:
+            raise NotAMarker
+        handler.spooled = spooled
+        try:
+            parser = RawNameMultiPartParser(
+                {**meta, "CONTENT_LENGTH": str(len(skeleton))},
+                io.BytesIO(skeleton),
+                [handler],
+                encoding,
+            )
+            data, files = parser.parse()
+        except NotAMarker:
+            raise
+        except TooManyFilesSent as exc:
+            handler.discard()
+            raise TooManyFiles("Too many files in one request.") from exc
+        except MultiPartParserError as exc:
+            handler.discard()
+            raise ParseError(f"Multipart form parse error - {exc}") from exc
+        except BaseException:
+            handler.discard()
+            raise
+        finally:
+            handler.spooled = None
         return DataAndFiles(data, files)
 
     def _byte_budget(
