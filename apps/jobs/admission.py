@@ -21,7 +21,7 @@ This module depends on them, never the other way round.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from apps.core.logcontext import current_request_id
 from apps.core.models_utils import new_hex_id
+from apps.core.queue import QUEUE_ROW_INSERT, QueueRow, queue_row, queue_row_model
 from apps.core.sql import ModelInsert, SqlStatement
 from apps.jobs.models import IdempotencyKey, Job
 from apps.jobs.selectors import (
@@ -70,6 +71,8 @@ class Admitted:
     job: Job
     quota_warnings: list[str] = field(default_factory=list)
     cost_limit_warning: str | None = None
+    # The job's `task` was enqueued by the job's INSERT (its queue row in the same statement).
+    enqueued: bool = False
 
 
 def job_admit(
@@ -82,6 +85,7 @@ def job_admit(
     reservation_id: str | None = None,
     exempt_from_daily_and_cost: bool = False,
     insertion: JobInsertion | None = None,
+    task: str | None = None,
 ) -> Admitted:
     """Admit one more job of `user` and insert it (`queued`), or raise the first refusal.
 
@@ -103,7 +107,10 @@ def job_admit(
     On PostgreSQL, for a job without a reservation nor exemption, the usage is counted and
     the job inserted (and the key bound) in one statement (`_counted_insert`): the insert
     happens only if the counts are under every limit, and the checks below run on the counts
-    it read only when it did not.
+    it read only when it did not. `task` (an `apps.core.queue` task taking the job's id):
+    that statement also inserts the task's queue row when `enqueue_in_transaction` would
+    insert it now (`apps.core.queue.queue_row`), and `Admitted.enqueued` says so; otherwise
+    the caller enqueues it.
     """
     now = timezone.now()
     limits = quota_limits(policy=quota_policy_lock(user=user))
@@ -122,14 +129,19 @@ def job_admit(
         and not exempt_from_daily_and_cost
         and connection.vendor == "postgresql"
     ):
-        usage, inserted = _counted_insert(job, limits=limits, now=now, insertion=insertion)
+        queued = None if task is None else queue_row(task, job.pk)
+        usage, inserted = _counted_insert(
+            job, limits=limits, now=now, insertion=insertion, queued=queued
+        )
         if not inserted:
             _check_rate(user=user, limits=limits, usage=usage, now=now)
             _check_cost(limits=limits, usage=usage, cost=cost)
             if usage.concurrent >= limits.max_concurrent_jobs:
                 raise quota_exceeded_error(limits.max_concurrent_jobs)
             insertion.job_insert(job, _JOB_INSERT)  # pragma: no cover - the same checks
-        return _admitted(job, limits=limits, usage=usage, concurrent_after=usage.concurrent + 1)
+            queued = None  # pragma: no cover
+        admitted = _admitted(job, limits=limits, usage=usage, concurrent_after=usage.concurrent + 1)
+        return replace(admitted, enqueued=queued is not None)
 
     usage = quota_usage(user_id=int(user.pk), now=now)
     if not exempt_from_daily_and_cost:
@@ -182,13 +194,16 @@ class JobInsertion(Protocol):
 
 
 _JOB_FIELDS = Job._meta.concrete_fields
-_COUNTED_INSERTS: dict[tuple[bool, str | None], SqlStatement] = {}
+_COUNTED_INSERTS: dict[tuple[bool, str | None, bool], SqlStatement] = {}
 
 
-def _counted_insert_statement(*, cost_limited: bool, bind: str | None) -> SqlStatement:
+def _counted_insert_statement(
+    *, cost_limited: bool, bind: str | None, queued: bool = False
+) -> SqlStatement:
     """`WITH u AS (the usage), ins AS (INSERT the job if u is under the limits)[, b AS (the
-    key's bind if the job was inserted)] SELECT u's counts, whether inserted[, bound]`."""
-    statement = _COUNTED_INSERTS.get((cost_limited, bind))
+    key's bind if the job was inserted)][, q AS (the task's queue row, likewise)] SELECT u's
+    counts, whether inserted[, bound]`."""
+    statement = _COUNTED_INSERTS.get((cost_limited, bind, queued))
     if statement is not None:
         return statement
     columns = ", ".join(f"{{j.{field.name}}}" for field in _JOB_FIELDS)
@@ -203,28 +218,41 @@ def _counted_insert_statement(*, cost_limited: bool, bind: str | None) -> SqlSta
     )
     if bind is not None:
         sql += f", b AS ({bind} AND EXISTS (SELECT 1 FROM ins) RETURNING 1)"  # noqa: S608
+    if queued:
+        sql += f", q AS ({QUEUE_ROW_INSERT} WHERE EXISTS (SELECT 1 FROM ins) RETURNING 1)"  # noqa: S608
     sql += (
         " SELECT u.active, u.last_day, u.month_cost, u.reserved, (SELECT COUNT(*) FROM ins)"  # noqa: S608
         + (", (SELECT COUNT(*) FROM b)" if bind is not None else "")
         + " FROM u"
     )
-    statement = SqlStatement(sql, j=Job, r=Reservation, k=IdempotencyKey)
-    _COUNTED_INSERTS[(cost_limited, bind)] = statement
+    models: dict[str, Any] = {"j": Job, "r": Reservation, "k": IdempotencyKey}
+    if queued:
+        models["q"] = queue_row_model()
+    statement = SqlStatement(sql, **models)
+    _COUNTED_INSERTS[(cost_limited, bind, queued)] = statement
     return statement
 
 
 def _counted_insert(
-    job: Job, *, limits: QuotaLimits, now: dt.datetime, insertion: JobInsertion
+    job: Job,
+    *,
+    limits: QuotaLimits,
+    now: dt.datetime,
+    insertion: JobInsertion,
+    queued: QueueRow | None = None,
 ) -> tuple[QuotaUsage, bool]:
     """PostgreSQL, under the policy lock: count the user's usage and insert `job` only if it
     is under the rate, cost and concurrent limits, binding the key in the same statement
     (`insertion.key_bind`). One statement, issued after the lock was granted, as
     `quota_usage` (its snapshot sees every job the lock's previous holder committed).
+    With `queued`, the task's queue row is inserted with the job (not without it).
     Returns the usage before this job and whether it was inserted."""
     bind = insertion.key_bind(job)
     cost_limit = limits.monthly_cost_limit
     statement = _counted_insert_statement(
-        cost_limited=cost_limit is not None, bind=None if bind is None else bind[0]
+        cost_limited=cost_limit is not None,
+        bind=None if bind is None else bind[0],
+        queued=queued is not None,
     )
     params = [
         *quota_usage_params(user_id=int(job.owner_id), now=now),
@@ -233,6 +261,7 @@ def _counted_insert(
         limits.max_concurrent_jobs,
         *(() if cost_limit is None else (job.cost, cost_limit)),
         *(() if bind is None else bind[1]),
+        *(() if queued is None else queued.params),
     ]
     row = statement.fetchone(params)
     if row is None:  # pragma: no cover - SELECT … FROM u answers u's one row
