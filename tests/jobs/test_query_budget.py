@@ -21,9 +21,9 @@ pytestmark = pytest.mark.django_db
 def plain_submission_queries() -> int:
     """The statements of one new job with a key, inside a test's transaction. With the ORM
     broker the task's queue row is written in the job's transaction: on PostgreSQL by the
-    statement that inserts the job, on SQLite by an INSERT of its own."""
+    function that inserts the job, on SQLite by an INSERT of its own."""
     if connection.vendor == "postgresql":
-        return 7
+        return 6
     return 12 + (1 if isinstance(task_broker(), ORM) else 0)
 
 
@@ -42,7 +42,8 @@ def test_submission_and_replay_query_budgets(
     # pair of the job transaction; draft -> pending (one conditional UPDATE); policy lock;
     # usage; job insert; key bind; the ORM broker's queue row. On PostgreSQL the key's read
     # and insert are one statement (no savepoint: it cannot fail on the key's unique
-    # constraint), and so are the usage, the job's insert, the key's bind and the queue row.
+    # constraint), and the policy lock, the usage, the job's insert, the key's bind and the
+    # queue row are one call of the admission function.
     with django_assert_num_queries(plain_submission_queries()):
         assert submit(body).status_code == HTTPStatus.CREATED
     # token; key read (with its job).
