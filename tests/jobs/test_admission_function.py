@@ -33,6 +33,7 @@ postgresql_only = pytest.mark.skipif(
 )
 
 
+@postgresql_only  # the argument types are PostgreSQL's column types
 def test_the_migration_creates_the_function_the_module_defines() -> None:
     migration = importlib.import_module("apps.jobs.migrations.0004_admit_plain_function")
     assert admit_function_sql() == migration.CREATE
