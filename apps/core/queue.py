@@ -141,6 +141,20 @@ def enqueue_on_commit(task: str, *args: Any, robust: bool = True) -> None:
     transaction.on_commit(TaskEnqueue(task, args, robust=robust))
 
 
+def _queue_row_in_transaction_now() -> bool:
+    """Whether `enqueue_in_transaction` inserts the ORM broker's queue row now: inside a
+    transaction on the broker's own database."""
+    from django_q.brokers.orm import ORM
+    from django_q.conf import Conf
+
+    connection = transaction.get_connection()
+    return bool(
+        connection.in_atomic_block
+        and connection.alias == Conf.ORM
+        and isinstance(task_broker(), ORM)
+    )
+
+
 def enqueue_in_transaction(task: str, *args: Any) -> None:
     """Enqueue `task(*args)` with the current transaction's work.
 
@@ -149,15 +163,63 @@ def enqueue_in_transaction(task: str, *args: Any) -> None:
     commit instead of two (the queue row's own autocommit). A refusal then fails the
     transaction (the database refused a write: its commit would not have fared better). Any
     other broker (Redis), or outside a transaction: `enqueue_on_commit` (robust)."""
-    from django_q.brokers.orm import ORM
-    from django_q.conf import Conf
-
-    connection = transaction.get_connection()
-    if (
-        connection.in_atomic_block
-        and connection.alias == Conf.ORM
-        and isinstance(task_broker(), ORM)
-    ):
+    if _queue_row_in_transaction_now():
         enqueue(task, *args)
         return
     enqueue_on_commit(task, *args)
+
+
+# The ORM broker's queue row inserted by a statement of the caller's own (`queue_row`): `{q}`
+# is `queue_row_model()`, the three values are `QueueRow.params`. A SELECT, so that the caller
+# can append a WHERE (e.g. only if its own INSERT inserted).
+QUEUE_ROW_INSERT = "INSERT INTO {q} ({q.key}, {q.payload}, {q.lock}) SELECT %s, %s, %s"
+
+
+def queue_row_model() -> Any:
+    """The ORM broker's queue model (django-q2's `OrmQ`), for `QUEUE_ROW_INSERT`."""
+    from django_q.models import OrmQ
+
+    return OrmQ
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One task's queue row, built but not inserted: the parameters of `QUEUE_ROW_INSERT`."""
+
+    params: tuple[Any, ...]
+
+
+class _KeptPackage:
+    """A broker that keeps the one signed package django-q2 hands it instead of sending it."""
+
+    def __init__(self, list_key: str) -> None:
+        self.list_key = list_key
+        self.package: str | None = None
+
+    def enqueue(self, package: str) -> None:
+        self.package = package
+
+
+def queue_row(task: str, *args: Any) -> QueueRow | None:
+    """The queue row of `task(*args)` for the caller's own statement to insert in the current
+    transaction, when `enqueue_in_transaction` would insert it now (the ORM broker on the
+    transaction's database); None otherwise (then enqueue with `enqueue_in_transaction`).
+
+    The package is django-q2's own (`async_task`: its id, name, signal and signature), and the
+    row is the one the broker's `enqueue` writes (the broker's key, `lock` now). The caller
+    must insert it in the transaction, or call `enqueue_in_transaction` instead.
+    """
+    from django_q.conf import Conf
+    from django_q.tasks import async_task
+
+    if task not in TASKS:
+        raise ValueError(f"{task!r} is not a task of apps.core.queue.TASKS")
+    if Conf.SYNC or not _queue_row_in_transaction_now():
+        return None
+    kept = _KeptPackage(task_broker().list_key or Conf.CLUSTER_NAME)
+    async_task(task, *args, broker=kept)
+    if kept.package is None:  # pragma: no cover - only a synchronous task skips the broker
+        return None
+    connection = transaction.get_connection()
+    lock = connection.ops.adapt_datetimefield_value(timezone.now())
+    return QueueRow(params=(kept.list_key, kept.package, lock))

@@ -21,7 +21,7 @@ This module depends on them, never the other way round.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -31,16 +31,11 @@ from django.utils import timezone
 
 from apps.core.logcontext import current_request_id
 from apps.core.models_utils import new_hex_id
-from apps.core.sql import ModelInsert, SqlStatement
-from apps.jobs.models import IdempotencyKey, Job
-from apps.jobs.selectors import (
-    QUOTA_USAGE_SQL,
-    QuotaUsage,
-    quota_usage,
-    quota_usage_of,
-    quota_usage_params,
-    rate_limit_retry_after,
-)
+from apps.core.queue import queue_row
+from apps.core.sql import ModelInsert
+from apps.jobs.admission_function import admit_plain
+from apps.jobs.models import Job
+from apps.jobs.selectors import QuotaUsage, quota_usage, rate_limit_retry_after
 from apps.quotas.exceptions import CostLimitExceeded, RateLimited
 from apps.quotas.metrics import quota_denied
 from apps.quotas.models import Reservation
@@ -70,6 +65,8 @@ class Admitted:
     job: Job
     quota_warnings: list[str] = field(default_factory=list)
     cost_limit_warning: str | None = None
+    # The job's `task` was enqueued by the job's INSERT (its queue row in the same statement).
+    enqueued: bool = False
 
 
 def job_admit(
@@ -82,6 +79,7 @@ def job_admit(
     reservation_id: str | None = None,
     exempt_from_daily_and_cost: bool = False,
     insertion: JobInsertion | None = None,
+    task: str | None = None,
 ) -> Admitted:
     """Admit one more job of `user` and insert it (`queued`), or raise the first refusal.
 
@@ -100,13 +98,15 @@ def job_admit(
     idempotency key protocol sits in front of it: `insertion`, given, inserts the job and
     binds the key in the same statement where it can).
 
-    On PostgreSQL, for a job without a reservation nor exemption, the usage is counted and
-    the job inserted (and the key bound) in one statement (`_counted_insert`): the insert
-    happens only if the counts are under every limit, and the checks below run on the counts
-    it read only when it did not.
+    On PostgreSQL, for a job without a reservation nor exemption, the lock, the usage's
+    count and the job's insert (and the key's bind) are one round trip (`_admit_plain`, a
+    function of the database): the insert happens only if the counts are under every limit,
+    and the checks run on the counts it read only when it did not. `task` (an
+    `apps.core.queue` task taking the job's id): the function also inserts the task's queue
+    row when `enqueue_in_transaction` would insert it now (`apps.core.queue.queue_row`), and
+    `Admitted.enqueued` says so; otherwise the caller enqueues it.
     """
     now = timezone.now()
-    limits = quota_limits(policy=quota_policy_lock(user=user))
     job = Job(
         id=new_hex_id(),
         owner_id=user.pk,
@@ -122,15 +122,11 @@ def job_admit(
         and not exempt_from_daily_and_cost
         and connection.vendor == "postgresql"
     ):
-        usage, inserted = _counted_insert(job, limits=limits, now=now, insertion=insertion)
-        if not inserted:
-            _check_rate(user=user, limits=limits, usage=usage, now=now)
-            _check_cost(limits=limits, usage=usage, cost=cost)
-            if usage.concurrent >= limits.max_concurrent_jobs:
-                raise quota_exceeded_error(limits.max_concurrent_jobs)
-            insertion.job_insert(job, _JOB_INSERT)  # pragma: no cover - the same checks
-        return _admitted(job, limits=limits, usage=usage, concurrent_after=usage.concurrent + 1)
+        admitted = _admit_plain(user=user, job=job, now=now, insertion=insertion, task=task)
+        if admitted is not None:
+            return admitted
 
+    limits = quota_limits(policy=quota_policy_lock(user=user))
     usage = quota_usage(user_id=int(user.pk), now=now)
     if not exempt_from_daily_and_cost:
         _check_rate(user=user, limits=limits, usage=usage, now=now)
@@ -181,68 +177,36 @@ class JobInsertion(Protocol):
     def job_insert(self, job: Job, insert: ModelInsert) -> None: ...
 
 
-_JOB_FIELDS = Job._meta.concrete_fields
-_COUNTED_INSERTS: dict[tuple[bool, str | None], SqlStatement] = {}
-
-
-def _counted_insert_statement(*, cost_limited: bool, bind: str | None) -> SqlStatement:
-    """`WITH u AS (the usage), ins AS (INSERT the job if u is under the limits)[, b AS (the
-    key's bind if the job was inserted)] SELECT u's counts, whether inserted[, bound]`."""
-    statement = _COUNTED_INSERTS.get((cost_limited, bind))
-    if statement is not None:
-        return statement
-    columns = ", ".join(f"{{j.{field.name}}}" for field in _JOB_FIELDS)
-    marks = ", ".join("%s" for _ in _JOB_FIELDS)
-    # Only names and placeholders are formatted in; values are parameters.
-    sql = (
-        f"WITH u (active, last_day, month_cost, reserved) AS ({QUOTA_USAGE_SQL}),"  # noqa: S608
-        f" ins AS (INSERT INTO {{j}} ({columns}) SELECT {marks} FROM u"
-        " WHERE u.last_day < %s AND u.active + u.reserved < %s"
-        + (" AND u.month_cost + %s <= %s" if cost_limited else "")
-        + " RETURNING 1)"
-    )
-    if bind is not None:
-        sql += f", b AS ({bind} AND EXISTS (SELECT 1 FROM ins) RETURNING 1)"  # noqa: S608
-    sql += (
-        " SELECT u.active, u.last_day, u.month_cost, u.reserved, (SELECT COUNT(*) FROM ins)"  # noqa: S608
-        + (", (SELECT COUNT(*) FROM b)" if bind is not None else "")
-        + " FROM u"
-    )
-    statement = SqlStatement(sql, j=Job, r=Reservation, k=IdempotencyKey)
-    _COUNTED_INSERTS[(cost_limited, bind)] = statement
-    return statement
-
-
-def _counted_insert(
-    job: Job, *, limits: QuotaLimits, now: dt.datetime, insertion: JobInsertion
-) -> tuple[QuotaUsage, bool]:
-    """PostgreSQL, under the policy lock: count the user's usage and insert `job` only if it
-    is under the rate, cost and concurrent limits, binding the key in the same statement
-    (`insertion.key_bind`). One statement, issued after the lock was granted, as
-    `quota_usage` (its snapshot sees every job the lock's previous holder committed).
-    Returns the usage before this job and whether it was inserted."""
+def _admit_plain(
+    *, user: AbstractBaseUser, job: Job, now: dt.datetime, insertion: JobInsertion, task: str | None
+) -> Admitted | None:
+    """PostgreSQL, a job without a reservation nor exemption: lock the policy, count the usage
+    and insert `job` only if it is under the rate, cost and concurrent limits, binding the key
+    and inserting `task`'s queue row with it, in one round trip
+    (`apps.jobs.admission_function`); the refusal, raised from the counts it read, when it
+    did not insert. None when the user has no policy row yet (nothing done: the general path
+    creates it)."""
     bind = insertion.key_bind(job)
-    cost_limit = limits.monthly_cost_limit
-    statement = _counted_insert_statement(
-        cost_limited=cost_limit is not None, bind=None if bind is None else bind[0]
-    )
-    params = [
-        *quota_usage_params(user_id=int(job.owner_id), now=now),
-        *_JOB_INSERT.params(job),
-        limits.max_jobs_per_day,
-        limits.max_concurrent_jobs,
-        *(() if cost_limit is None else (job.cost, cost_limit)),
-        *(() if bind is None else bind[1]),
-    ]
-    row = statement.fetchone(params)
-    if row is None:  # pragma: no cover - SELECT … FROM u answers u's one row
-        raise RuntimeError("the counted insert answered no row")
-    usage = quota_usage_of(row)
-    if not row[4]:
-        return usage, False
-    _JOB_INSERT.inserted(job)
-    insertion.job_inserted(job, None if bind is None else int(row[5]))
-    return usage, True
+    # `key_bind`'s parameters are `_BIND`'s: the job's id, the key's expiry, its id, its token.
+    key = None if bind is None else (bind[1][2], bind[1][3], bind[1][1])
+    queued = None if task is None else queue_row(task, job.pk)
+    answer = admit_plain(job, now=now, key=key, queued=queued)
+    if answer is None:
+        return None
+    policy, usage, inserted, bound = answer
+    limits = quota_limits(policy=policy)
+    if not inserted:
+        _check_rate(user=user, limits=limits, usage=usage, now=now)
+        _check_cost(limits=limits, usage=usage, cost=job.cost)
+        if usage.concurrent >= limits.max_concurrent_jobs:
+            raise quota_exceeded_error(limits.max_concurrent_jobs)
+        # The function decides with the same limits (tests/jobs/test_admission_function.py).
+        raise RuntimeError(
+            "the admission function refused a job under every limit"
+        )  # pragma: no cover
+    insertion.job_inserted(job, None if bound is None else int(bound))
+    admitted = _admitted(job, limits=limits, usage=usage, concurrent_after=usage.concurrent + 1)
+    return replace(admitted, enqueued=queued is not None)
 
 
 def _check_rate(

@@ -116,7 +116,7 @@ class QuotaUsage:
 
 _ACTIVE_MARKS = ", ".join(["%s"] * len(ACTIVE_JOB_STATUSES))
 # The usage's four counts as one row (`quota_usage_params`; `{j}` Job, `{r}` Reservation): a
-# template the jobs admission also uses inside its counted insert.
+# template the jobs admission also uses inside its function (`apps.jobs.admission_function`).
 QUOTA_USAGE_SQL = (
     # Only placeholders are formatted in (one `%s` per active status); values are parameters.
     "SELECT (SELECT COUNT(*) FROM {j} WHERE {j.owner} = %s"  # noqa: S608

@@ -66,6 +66,8 @@ class SubmitResult:
     created: bool
     quota_warnings: list[str] = field(default_factory=list)
     cost_limit_warning: str | None = None
+    # `grade_job` was enqueued with the job's INSERT (`job_admit`'s `task`).
+    enqueued: bool = False
 
 
 @counts_submission_refusals
@@ -96,7 +98,8 @@ def job_submit(
     `grade_job` (the ORM broker's queue row; another broker's after commit) — one
     transaction (`idempotent_transaction`). Locks, in
     order: idempotency key row (own short transaction), then submission row → policy row →
-    reservation row. Must not be called inside a transaction.
+    reservation row. Must not be called inside a transaction. On PostgreSQL with the ORM broker
+    the queue row is written by the job's own INSERT statement (`job_admit`'s `task`).
     """
     key = idempotency_key_resolve(body_key=idempotency_key, header_key=idempotency_key_header)
     config = {} if config is None else config
@@ -126,7 +129,8 @@ def job_submit(
                 cost=cost,
                 reservation_id=reservation_id,
             )
-            enqueue_in_transaction(GRADE_JOB, result.job.pk)
+            if not result.enqueued:
+                enqueue_in_transaction(GRADE_JOB, result.job.pk)
     except _InFlightConflict as conflict:
         submission = submission_get(submission_id=submission_id)
         raise _duplicate_in_flight(submission) from conflict.__cause__
@@ -212,10 +216,12 @@ def _job_create(
         cost=cost,
         reservation_id=reservation_id,
         insertion=work,
+        task=GRADE_JOB,
     )
     return SubmitResult(
         job=admitted.job,
         created=True,
         quota_warnings=admitted.quota_warnings,
         cost_limit_warning=admitted.cost_limit_warning,
+        enqueued=admitted.enqueued,
     )
