@@ -196,8 +196,10 @@ class _KeptPackage:
         self.list_key = list_key
         self.package: str | None = None
 
-    def enqueue(self, package: str) -> None:
+    def enqueue(self, package: str) -> str:
         self.package = package
+        # What django-q2's "Enqueued [key] …" log line shows: the row is not written yet.
+        return "(queue row kept for the caller's statement)"
 
 
 def queue_row(task: str, *args: Any) -> QueueRow | None:
