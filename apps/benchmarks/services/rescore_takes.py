@@ -12,9 +12,12 @@ around every item. On PostgreSQL the take runs as one statement:
   challenge and files (`rescore_entries._LOAD`'s columns). The same statement fails up to
   8 items whose lease expired with their attempts spent (`worker_lost`). It returns None
   when it leased nothing: the caller then takes the generic path, which finds nothing when
-  the rescore is not live or no item is free.
+  the rescore is not live or no item is free. The statement runs inside a PL/pgSQL
+  function, `TAKE_FUNCTION` (migration benchmarks.0008): its plan is kept for the session
+  instead of being parsed and planned for every item (`apps.core.plpgsql`).
 - `item_settle`: the lease's conditional outcome UPDATE, inside the caller's outcome
-  transaction, which it makes commit asynchronously.
+  transaction, which it makes commit asynchronously (a baseline's item; an entry's whole
+  record is one function call, `rescore_records`).
 
 The lease and the outcome commit asynchronously (`set_config('synchronous_commit', 'off',
 true)`: for their own transaction only). A server crash may lose the last of them; a lost
@@ -33,6 +36,7 @@ import os
 import secrets
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection, connections
 from django.utils import timezone
@@ -48,6 +52,7 @@ from apps.benchmarks.services.rescore_entries import (
     entry_item_from_rows,
 )
 from apps.benchmarks.services.rescores import LIVE
+from apps.core.plpgsql import PlpgsqlFunction, parameters
 from apps.core.sql import SqlStatement
 from apps.grading.leases import grading_lease_seconds
 
@@ -58,10 +63,11 @@ TAG_LENGTH = 8  # a lease token's first characters: its worker process's tag
 _tags: dict[int, str] = {}  # by process id: a forked worker gets a tag of its own
 logger = logging.getLogger(__name__)
 
-# Parameters: failed, worker lost, now, rescore, processing, now, max attempts, processing,
-# now, max attempts (the spent leases fail, as in the generic path), rescore, processing,
-# now, max attempts, rescore, pending, rescore, 2 live
-# states, processing, token, expires, pending, processing, now, max attempts. The lease's
+# Its placeholders are the take function's arguments (`_TAKE_ARGUMENTS`): failed, worker
+# lost, now, rescore, processing, now, max attempts, processing, now, max attempts (the spent
+# leases fail, as in the generic path), rescore, processing, now, max attempts, rescore,
+# pending, rescore, 2 live states, processing, token, expires, pending, processing, now, max
+# attempts. The lease's
 # UPDATE finds the picked item by its primary key alone (the pick is of the rescore's items
 # already): a second condition on the rescore let the planner walk every item of the
 # rescore instead while the table's statistics were those of before the rescore's INSERT.
@@ -86,7 +92,7 @@ _TAKE = SqlStatement(
     " WHERE {i.id} = (SELECT item FROM pick) AND ({i.status} = %s"
     " OR ({i.status} = %s AND {i.lease_expires_at} < %s AND {i.attempts} < %s))"
     " RETURNING {i.id} AS item, {i.entry} AS entry, {i.rescore} AS rescore)"
-    " SELECT taken.item, set_config('synchronous_commit', 'off', true), "
+    " SELECT taken.item, "
     + ENTRY_ITEM_COLUMNS
     + " FROM taken JOIN {r} ON {r}.{r.id} = taken.rescore"
     " LEFT JOIN {e} ON {e}.{e.submission} = taken.entry"
@@ -96,6 +102,42 @@ _TAKE = SqlStatement(
     " LEFT JOIN {f} ON {f}.{f.submission} = {u}.{u.id}"
     " ORDER BY {f}.{f.uploaded_at}, {f}.{f.id}",
     **ENTRY_ITEM_TABLES,
+)
+# The take's function (migration benchmarks.0008): its arguments, and which of them each of
+# `_TAKE`'s placeholders is.
+_TAKE_ARGUMENTS = (
+    *("character varying", "character varying", "timestamp with time zone", "bigint"),
+    *("character varying", "integer", "character varying", "character varying"),
+    *("character varying", "character varying", "timestamp with time zone"),
+)
+_TAKE_PLACES = (1, 2, 3, 4, 5, 3, 6, 5, 3, 6, 4, 5, 3, 6, 4, 7, 4, 8, 9, 5, 10, 11, 7, 5, 3, 6)
+_TAKE_RETURNS = (
+    "TABLE(item bigint, version integer, entry character varying, team character varying,"
+    " submitted_at timestamp with time zone, kept_predictions character varying,"
+    " phase character varying, kind character varying, final_selection integer,"
+    " bundle_file character varying, bundle_sha256 character varying,"
+    " filename character varying, storage_name character varying)"
+)
+
+
+def _take_body(using: str) -> str:
+    """The take as one statement; an item leased commits asynchronously (module docstring).
+    Its columns are the statement's: table columns win over the result's names."""
+    return (
+        "\n#variable_conflict use_column\nBEGIN\n"
+        f"  RETURN QUERY {parameters(_TAKE.render(using), _TAKE_PLACES)};\n"
+        "  IF FOUND THEN\n"
+        "    PERFORM set_config('synchronous_commit', 'off', true);\n"
+        "  END IF;\n"
+        "END\n"
+    )
+
+
+TAKE_FUNCTION = PlpgsqlFunction(
+    name="benchmarks_rescore_item_take",
+    arguments=_TAKE_ARGUMENTS,
+    returns=_TAKE_RETURNS,
+    body=_take_body,
 )
 # Parameters: status, failure, logs, finished, item, processing, token. One row when the
 # lease was still the caller's.
@@ -169,20 +211,15 @@ def item_take(*, rescore_id: int, max_attempts: int) -> Take | None:
     now, token = timezone.now(), lease_token()
     expires = now + dt.timedelta(seconds=grading_lease_seconds())
     live = [state.value for state in LIVE]
-    rows = _TAKE.fetchall(
-        [
-            *(_FAILED, WORKER_LOST, now, rescore_id, _PROCESSING, now, max_attempts),
-            *(_PROCESSING, now, max_attempts),
-            *(rescore_id, _PROCESSING, now, max_attempts),
-            *(rescore_id, _PENDING, rescore_id, *live),
-            *(_PROCESSING, token, expires),
-            *(_PENDING, _PROCESSING, now, max_attempts),
-        ]
-    )
+    arguments: list[Any] = [_FAILED, WORKER_LOST, now, rescore_id, _PROCESSING, max_attempts]
+    arguments += [_PENDING, *live, token, expires]
+    with connection.cursor() as cursor:
+        cursor.execute(TAKE_FUNCTION.call_sql(), arguments)
+        rows = cursor.fetchall()
     if not rows:
         return None
     item_id = int(rows[0][0])
-    entry = entry_item_from_rows(item_id=item_id, rows=[row[2:] for row in rows])
+    entry = entry_item_from_rows(item_id=item_id, rows=[row[1:] for row in rows])
     return Take(item_id=item_id, token=token, entry=entry)
 
 

@@ -22,7 +22,8 @@ the next one (`rescore_overlap`): the database's waits are off its sandbox's pat
 per-item statements of the take and the outcome are kept SQL (`apps.core.sql`): compiling
 them cost more than running them; an entry's item is read and its scores and team rows
 written the same way (`rescore_entries`); on PostgreSQL the take, lease and read are one
-statement, and the lease and outcome commit asynchronously (`rescore_takes`).
+statement, and the lease and outcome commit asynchronously (`rescore_takes`); the take and an
+entry's whole record are one PL/pgSQL function call each (`rescore_records`).
 
 `rescores_reap`: every minute, a live rescore with open items and no chain seen working
 for a lease's length gets its chains again (a Redis broker never re-delivers the task of a
@@ -58,6 +59,7 @@ from apps.benchmarks.services.rescore_plans import (
     rescore_item_load,
     rescore_plan,
 )
+from apps.benchmarks.services.rescore_records import item_record
 from apps.benchmarks.services.rescores import (
     LIVE,
     OPEN,
@@ -71,8 +73,7 @@ from apps.core.sql import SqlStatement
 from apps.grading.baselines import bundle_folder_score, kept_predictions_score
 from apps.grading.grader import GradingFile
 from apps.grading.leases import grading_lease_seconds
-from apps.grading.phase_results import storable_text
-from apps.grading.phases import SCORING_FAILED, BundleFolder
+from apps.grading.phases import BundleFolder
 from apps.grading.results import GradingResult
 from apps.jobs.selectors import jobs_waiting
 from apps.submissions.selectors import submission_file_list
@@ -124,12 +125,6 @@ _LEASE = SqlStatement(
 _LEASED = SqlStatement(
     "SELECT COUNT(DISTINCT SUBSTR({i.lease_token}, 1, %s)) FROM {i}"
     " WHERE {i.rescore} = %s AND {i.status} = %s AND {i.lease_expires_at} >= %s",
-    i=RescoreItem,
-)
-_SETTLE = SqlStatement(
-    "UPDATE {i} SET {i.status} = %s, {i.failure} = %s, {i.logs} = %s,"
-    " {i.lease_expires_at} = NULL, {i.finished_at} = %s"
-    " WHERE {i.id} = %s AND {i.status} = %s AND {i.lease_token} = %s",
     i=RescoreItem,
 )
 
@@ -215,44 +210,6 @@ def _failed(reason: str) -> GradingResult:
     return GradingResult(outcome="failed", reason=reason)
 
 
-def _record(*, taken: _Taken, result: GradingResult, write: Callable[[Scores], None]) -> str:
-    """Write the outcome under the lease (`write` stores the scores in the same
-    transaction); `done`, `failed` or `lease_lost`."""
-    outcome = result.phase
-    scored = outcome is not None and not outcome.failure and bool(outcome.scores)
-    if outcome is None:
-        failure, logs = SCORING_FAILED, result.reason
-    else:
-        failure = "" if scored else (outcome.failure or SCORING_FAILED)
-        logs = outcome.scoring_logs or result.reason
-    status = RescoreItemStatus.DONE.value if scored else RescoreItemStatus.FAILED.value
-    with transaction.atomic():
-        if rescore_takes.fast():
-            written = rescore_takes.item_settle(
-                item_id=taken.item_id,
-                token=taken.token,
-                status=status,
-                failure=failure,
-                logs=storable_text(logs),
-                finished=timezone.now(),
-            )
-        else:
-            written = bool(
-                _SETTLE.rowcount(
-                    [
-                        *(status, failure, storable_text(logs)),
-                        connection.ops.adapt_datetimefield_value(timezone.now()),
-                        *(taken.item_id, _PROCESSING, taken.token),
-                    ]
-                )
-            )
-        if not written:
-            return "lease_lost"
-        if scored and outcome is not None:
-            write(outcome.scores)
-    return "done" if scored else "failed"
-
-
 def _item_write(
     item: RescoreItem, version: int, cached: RescorePlan | None
 ) -> Callable[[Scores], None]:
@@ -297,9 +254,17 @@ class _Scored:
     result: GradingResult
     write: Callable[[Scores], None]
     version: int
+    entry: EntryItem | None  # an entry's item read by the take: one call records it
+    cached: RescorePlan | None
 
     def record(self) -> str:
-        outcome = _record(taken=self.taken, result=self.result, write=self.write)
+        outcome = item_record(
+            taken=(self.taken.item_id, self.taken.token),
+            result=self.result,
+            write=self.write,
+            entry=self.entry,
+            cached=self.cached,
+        )
         logger.info("rescore: item %s of v%s: %s", self.taken.item_id, self.version, outcome)
         return outcome
 
@@ -345,7 +310,7 @@ def _item_score(*, rescore_id: int) -> _Scored | str:
     if item is not None:
         write = _item_write(item, version, cached)
     assert write is not None  # noqa: S101 - one of the two was loaded
-    return _Scored(taken, result, write, version)
+    return _Scored(taken, result, write, version, entry, cached)
 
 
 def _go_on(*, scored: int, started: float) -> bool:
