@@ -35,6 +35,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,33 +170,72 @@ def lease_token() -> str:
     return tag + secrets.token_hex(12)
 
 
-class Renewer(threading.Thread):
-    """Renews the item's lease every third of its length while its scorer runs."""
+class Renewer:
+    """Renews the lease of the item its chain is scoring, every third of the lease's length,
+    on one thread per chain (started with the chain's first item), instead of a thread per
+    item: `watch` before the scorer runs, `unwatch` after, `close` when the chain ends. A
+    renewal runs under the renewer's lock, so once `unwatch` returns the lease is no longer
+    renewed (an item given back or scored lets its lease expire). A lease that is no longer
+    the chain's (its UPDATE changes nothing) or a failed renewal stops that lease's renewals."""
 
-    def __init__(self, item_id: int, token: str) -> None:
-        super().__init__(name=f"rescore-{item_id}", daemon=True)
-        self.item_id, self.token = item_id, token
-        self.stopped = threading.Event()
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._lease: tuple[int, str] | None = None
+        self._due = 0.0
+        self._closed = False
+        self._thread: threading.Thread | None = None
 
-    def run(self) -> None:
-        seconds = grading_lease_seconds()
+    @staticmethod
+    def _period() -> float:
+        return max(0.5, grading_lease_seconds() / 3)
+
+    def watch(self, item_id: int, token: str) -> None:
+        with self._changed:
+            self._lease = (item_id, token)
+            self._due = time.monotonic() + self._period()
+            self._changed.notify()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="rescore-renew", daemon=True)
+            self._thread.start()
+
+    def unwatch(self) -> None:
+        with self._changed:
+            self._lease = None
+            self._changed.notify()
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed, self._lease = True, None
+            self._changed.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
         try:
-            while not self.stopped.wait(max(0.5, seconds / 3)):
-                expires = timezone.now() + dt.timedelta(seconds=seconds)
-                if not RescoreItem.objects.filter(
-                    pk=self.item_id,
-                    status=RescoreItemStatus.PROCESSING,
-                    lease_token=self.token,
-                ).update(lease_expires_at=expires):
-                    return
-        except Exception:
-            logger.exception("rescore: cannot renew the lease of item %s", self.item_id)
+            with self._changed:
+                while not self._closed:
+                    left = self._due - time.monotonic()
+                    if self._lease is None or left > 0:
+                        self._changed.wait(None if self._lease is None else left)
+                        continue
+                    item_id, token = self._lease
+                    self._due = time.monotonic() + self._period()
+                    if not self._renewed(item_id, token):
+                        self._lease = None
         finally:
             connections.close_all()
 
-    def stop(self) -> None:
-        self.stopped.set()
-        self.join(timeout=30)
+    def _renewed(self, item_id: int, token: str) -> bool:
+        expires = timezone.now() + dt.timedelta(seconds=grading_lease_seconds())
+        try:
+            return bool(
+                RescoreItem.objects.filter(
+                    pk=item_id, status=RescoreItemStatus.PROCESSING, lease_token=token
+                ).update(lease_expires_at=expires)
+            )
+        except Exception:
+            logger.exception("rescore: cannot renew the lease of item %s", item_id)
+            return False
 
 
 def fast() -> bool:

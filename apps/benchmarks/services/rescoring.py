@@ -269,9 +269,9 @@ class _Scored:
         return outcome
 
 
-def _item_score(*, rescore_id: int) -> _Scored | str:
-    """Take and score one item; `idle` when none is free, `interrupted` when the worker is
-    stopping (the item was given back)."""
+def _item_score(*, rescore_id: int, renewer: rescore_takes.Renewer | None) -> _Scored | str:
+    """Take and score one item (its lease renewed by the chain's `renewer` meanwhile); `idle`
+    when none is free, `interrupted` when the worker is stopping (the item was given back)."""
     taken = _item_take(rescore_id=rescore_id)
     if taken is None:
         return "idle"
@@ -282,11 +282,8 @@ def _item_score(*, rescore_id: int) -> _Scored | str:
     if entry is None:
         item = rescore_item_load(item_id=taken.item_id, of_entry=taken.of_entry)
     version = item.rescore.version if item is not None else entry.version if entry else 0
-    renewer = (
-        None if connection.in_atomic_block else rescore_takes.Renewer(taken.item_id, taken.token)
-    )
     if renewer is not None:
-        renewer.start()
+        renewer.watch(taken.item_id, taken.token)
     result: GradingResult | None = None
     cached: RescorePlan | None = None
     try:
@@ -302,7 +299,7 @@ def _item_score(*, rescore_id: int) -> _Scored | str:
         result = _failed(f"The scorer could not be run: {type(exc).__name__}: {exc}")
     finally:
         if renewer is not None:
-            renewer.stop()
+            renewer.unwatch()
     if result is None:
         _give_back(taken)
         return "interrupted"
@@ -348,18 +345,23 @@ def rescore_next(*, rescore_id: int) -> str:
     if _chains_enough(rescore_id=rescore_id):
         return "enough"
     recorder = Recorder()
+    # One renewer per chain; none inside a transaction the caller holds (its thread would not
+    # see the leases).
+    renewer = None if connection.in_atomic_block else rescore_takes.Renewer()
     try:
-        return _chain(rescore_id=rescore_id, recorder=recorder)
+        return _chain(rescore_id=rescore_id, recorder=recorder, renewer=renewer)
     finally:
+        if renewer is not None:
+            renewer.close()
         recorder.close()
 
 
-def _chain(*, rescore_id: int, recorder: Recorder) -> str:
+def _chain(*, rescore_id: int, recorder: Recorder, renewer: rescore_takes.Renewer | None) -> str:
     """Items scored one at a time, each recorded while the next one is scored."""
     started = time.monotonic()
     scored = 0
     while True:
-        item = _item_score(rescore_id=rescore_id)
+        item = _item_score(rescore_id=rescore_id, renewer=renewer)
         if isinstance(item, str):
             recorder.wait()  # the last record, before the switch or the next chain
             if item == "idle":
