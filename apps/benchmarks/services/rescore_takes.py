@@ -56,10 +56,12 @@ from apps.benchmarks.services.rescores import LIVE
 from apps.core.plpgsql import PlpgsqlFunction, parameters
 from apps.core.sql import SqlStatement
 from apps.grading.leases import grading_lease_seconds
+from apps.jobs.selectors import JOBS_QUEUED
 
 _PENDING, _PROCESSING = RescoreItemStatus.PENDING.value, RescoreItemStatus.PROCESSING.value
 _FAILED = RescoreItemStatus.FAILED.value
 WORKER_LOST = "worker_lost"
+JOB_WAITING = "job_waiting"  # the take leased nothing: a job is queued for a worker
 TAG_LENGTH = 8  # a lease token's first characters: its worker process's tag
 _tags: dict[int, str] = {}  # by process id: a forked worker gets a tag of its own
 logger = logging.getLogger(__name__)
@@ -109,7 +111,7 @@ _TAKE = SqlStatement(
 _TAKE_ARGUMENTS = (
     *("character varying", "character varying", "timestamp with time zone", "bigint"),
     *("character varying", "integer", "character varying", "character varying"),
-    *("character varying", "character varying", "timestamp with time zone"),
+    *("character varying", "character varying", "timestamp with time zone", "boolean"),
 )
 _TAKE_PLACES = (1, 2, 3, 4, 5, 3, 6, 5, 3, 6, 4, 5, 3, 6, 4, 7, 4, 8, 9, 5, 10, 11, 7, 5, 3, 6)
 _TAKE_RETURNS = (
@@ -123,9 +125,14 @@ _TAKE_RETURNS = (
 
 def _take_body(using: str) -> str:
     """The take as one statement; an item leased commits asynchronously (module docstring).
-    Its columns are the statement's: table columns win over the result's names."""
+    Its columns are the statement's: table columns win over the result's names. With its
+    last argument set, a queued job comes first: one row of NULLs, nothing leased."""
     return (
         "\n#variable_conflict use_column\nBEGIN\n"
+        f"  IF $12 AND EXISTS ({JOBS_QUEUED.render(using)}) THEN\n"
+        "    RETURN NEXT;\n"
+        "    RETURN;\n"
+        "  END IF;\n"
         f"  RETURN QUERY {parameters(_TAKE.render(using), _TAKE_PLACES)};\n"
         "  IF FOUND THEN\n"
         "    PERFORM set_config('synchronous_commit', 'off', true);\n"
@@ -243,21 +250,25 @@ def fast() -> bool:
     return connection.vendor == "postgresql"
 
 
-def item_take(*, rescore_id: int, max_attempts: int) -> Take | None:
+def item_take(*, rescore_id: int, max_attempts: int, yield_to_jobs: bool) -> Take | str | None:
     """Lease the first free item of the live rescore and read it (see the module docstring);
-    None when this statement leased nothing (always on other databases)."""
+    None when this statement leased nothing (always on other databases). `yield_to_jobs`:
+    `JOB_WAITING`, nothing leased, when a job is queued for a worker (`jobs_waiting`, asked in
+    the same round trip)."""
     if not fast():
         return None
     now, token = timezone.now(), lease_token()
     expires = now + dt.timedelta(seconds=grading_lease_seconds())
     live = [state.value for state in LIVE]
     arguments: list[Any] = [_FAILED, WORKER_LOST, now, rescore_id, _PROCESSING, max_attempts]
-    arguments += [_PENDING, *live, token, expires]
+    arguments += [_PENDING, *live, token, expires, yield_to_jobs]
     with connection.cursor() as cursor:
         cursor.execute(TAKE_FUNCTION.call_sql(), arguments)
         rows = cursor.fetchall()
     if not rows:
         return None
+    if rows[0][0] is None:
+        return JOB_WAITING
     item_id = int(rows[0][0])
     entry = entry_item_from_rows(item_id=item_id, rows=[row[1:] for row in rows])
     return Take(item_id=item_id, token=token, entry=entry)

@@ -140,10 +140,16 @@ def _candidates(*, rescore_id: int, now: dt.datetime) -> list[tuple[Any, ...]]:
     return rows[:_CANDIDATES]
 
 
-def _item_take(*, rescore_id: int) -> _Taken | None:
-    """Lease one open item of the live rescore, or None when none is free."""
+def _item_take(*, rescore_id: int, yield_to_jobs: bool = False) -> _Taken | str | None:
+    """Lease one open item of the live rescore, or None when none is free. `yield_to_jobs`
+    (PostgreSQL): JOB_WAITING instead when a job is queued for a worker, asked in the take's
+    own round trip (other databases ask in `_go_on`)."""
     max_attempts = int(settings.GRADING_MAX_ATTEMPTS)
-    fast = rescore_takes.item_take(rescore_id=rescore_id, max_attempts=max_attempts)
+    fast = rescore_takes.item_take(
+        rescore_id=rescore_id, max_attempts=max_attempts, yield_to_jobs=yield_to_jobs
+    )
+    if isinstance(fast, str):
+        return fast
     if fast is not None:  # PostgreSQL: taken, leased and read in one statement
         return _Taken(fast.item_id, fast.token, fast.entry is not None, fast.entry)
     while True:
@@ -269,12 +275,17 @@ class _Scored:
         return outcome
 
 
-def _item_score(*, rescore_id: int, renewer: rescore_takes.Renewer | None) -> _Scored | str:
+def _item_score(
+    *, rescore_id: int, renewer: rescore_takes.Renewer | None, yield_to_jobs: bool
+) -> _Scored | str:
     """Take and score one item (its lease renewed by the chain's `renewer` meanwhile); `idle`
-    when none is free, `interrupted` when the worker is stopping (the item was given back)."""
-    taken = _item_take(rescore_id=rescore_id)
+    when none is free, `interrupted` when the worker is stopping (the item was given back),
+    JOB_WAITING when `yield_to_jobs` and a job is queued (PostgreSQL: nothing taken)."""
+    taken = _item_take(rescore_id=rescore_id, yield_to_jobs=yield_to_jobs)
     if taken is None:
         return "idle"
+    if isinstance(taken, str):
+        return taken
     entry = taken.entry
     if entry is None and taken.of_entry:
         entry = entry_item_load(item_id=taken.item_id)
@@ -313,12 +324,13 @@ def _item_score(*, rescore_id: int, renewer: rescore_takes.Renewer | None) -> _S
 def _go_on(*, scored: int, started: float) -> bool:
     """Whether the chain's task scores another item itself: fewer than RESCORE_BATCH so far,
     well within the task's time limit (an item lasts at most a lease, and Q_TIMEOUT exceeds
-    two), and no job queued for a worker (a new submission waits for one item at most)."""
+    two), and no job queued for a worker (a new submission waits for one item at most; on
+    PostgreSQL the next take asks, in its own round trip)."""
     if scored >= max(1, int(settings.RESCORE_BATCH)) or worker_stopping():
         return False
     if time.monotonic() - started >= float(settings.GRADING_TIMEOUT):
         return False
-    return not jobs_waiting()
+    return rescore_takes.fast() or not jobs_waiting()
 
 
 def _chains_enough(*, rescore_id: int) -> bool:
@@ -361,7 +373,9 @@ def _chain(*, rescore_id: int, recorder: Recorder, renewer: rescore_takes.Renewe
     started = time.monotonic()
     scored = 0
     while True:
-        item = _item_score(rescore_id=rescore_id, renewer=renewer)
+        item = _item_score(rescore_id=rescore_id, renewer=renewer, yield_to_jobs=scored > 0)
+        if item == rescore_takes.JOB_WAITING:
+            break  # as `_go_on` would have: the job gets this worker
         if isinstance(item, str):
             recorder.wait()  # the last record, before the switch or the next chain
             if item == "idle":
