@@ -50,6 +50,7 @@ def test_one_thread_renews_the_watched_lease_only(settings: Any) -> None:
     try:
         first = _item_take(rescore_id=rescore_id)
         assert first is not None
+        assert not isinstance(first, str)
         taken_until = _expires(first.item_id)
         renewer.watch(first.item_id, first.token)
         wait_for(lambda: _expires(first.item_id) > taken_until, 10, "the lease's renewal")
@@ -60,6 +61,7 @@ def test_one_thread_renews_the_watched_lease_only(settings: Any) -> None:
 
         second = _item_take(rescore_id=rescore_id)
         assert second is not None
+        assert not isinstance(second, str)
         renewer.watch(second.item_id, second.token)
         wait_for(lambda: _expires(second.item_id) > unwatched, 10, "the next lease's renewal")
         RescoreItem.objects.filter(pk=second.item_id).update(lease_token="another-chain")
