@@ -66,14 +66,14 @@ TAG_LENGTH = 8  # a lease token's first characters: its worker process's tag
 _tags: dict[int, str] = {}  # by process id: a forked worker gets a tag of its own
 logger = logging.getLogger(__name__)
 
-# Its placeholders are the take function's arguments (`_TAKE_ARGUMENTS`): failed, worker
-# lost, now, rescore, processing, now, max attempts, processing, now, max attempts (the spent
-# leases fail, as in the generic path), rescore, processing, now, max attempts, rescore,
-# pending, rescore, 2 live states, processing, token, expires, pending, processing, now, max
-# attempts. The lease's
-# UPDATE finds the picked item by its primary key alone (the pick is of the rescore's items
-# already): a second condition on the rescore let the planner walk every item of the
-# rescore instead while the table's statistics were those of before the rescore's INSERT.
+# Its placeholders are the take function's arguments (`_TAKE_PLACES`): failed, worker lost,
+# now, rescore, processing, now, max attempts, processing, now, max attempts (the spent leases
+# fail, as in the generic path), rescore, processing, now, max attempts, rescore, pending,
+# rescore, 2 live states, processing, token, expires, pending, processing, now, max attempts.
+# The lease's UPDATE finds the picked item by its primary key alone (the pick is of the
+# rescore's items already): a second condition on the rescore let the planner walk every item
+# of the rescore instead while the table's statistics were those of before the rescore's
+# INSERT.
 # Each pick walks the index (rescore, status, id) and stops at its first free row.
 _TAKE = SqlStatement(
     "WITH spent AS (UPDATE {i} SET {i.status} = %s, {i.failure} = %s,"  # noqa: S608
@@ -106,8 +106,9 @@ _TAKE = SqlStatement(
     " ORDER BY {f}.{f.uploaded_at}, {f}.{f.id}",
     **ENTRY_ITEM_TABLES,
 )
-# The take's function (migration benchmarks.0008): its arguments, and which of them each of
-# `_TAKE`'s placeholders is.
+# The take's function (migration benchmarks.0008): its arguments (failed, worker lost, now,
+# rescore, processing, max attempts, pending, 2 live states, token, expires, whether a queued
+# job comes first), and which of them each of `_TAKE`'s placeholders is.
 _TAKE_ARGUMENTS = (
     *("character varying", "character varying", "timestamp with time zone", "bigint"),
     *("character varying", "integer", "character varying", "character varying"),
