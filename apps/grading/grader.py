@@ -18,6 +18,7 @@ unless the operator asked for unsandboxed grading by name (`GRADING_ALLOW_UNSAND
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -134,10 +135,17 @@ def grading_isolation() -> Isolation:
 
 def _platform_interpreter_problem(python: str) -> str | None:
     """Refuse the platform's own interpreter or a folder of the project: inside them Django,
-    the settings and the database drivers are importable."""
+    the settings and the database drivers are importable. Checked once per process and
+    settings, as the probe is (a rescore asks before every item)."""
+    readonly = tuple(str(p) for p in settings.GRADING_READONLY_PATHS)
+    return _interpreter_problem(python, readonly, str(settings.BASE_DIR))
+
+
+@functools.lru_cache(maxsize=8)
+def _interpreter_problem(python: str, readonly: tuple[str, ...], base_dir: str) -> str | None:
     real = os.path.realpath(python)
-    platform = [os.path.realpath(settings.BASE_DIR), os.path.realpath(sys.prefix)]
-    for folder in (os.path.realpath(p) for p in settings.GRADING_READONLY_PATHS):
+    platform = [os.path.realpath(base_dir), os.path.realpath(sys.prefix)]
+    for folder in (os.path.realpath(p) for p in readonly):
         if any(Path(p).is_relative_to(folder) or Path(folder).is_relative_to(p) for p in platform):
             return f"GRADING_READONLY_PATHS entry {folder!r} holds the platform's own code."
     if any(Path(python).is_relative_to(p) or Path(real).is_relative_to(p) for p in platform[:1]):

@@ -241,11 +241,13 @@ def quota_status(
 
 # The status is written out, not a parameter: SQLite uses a partial index only for a WHERE
 # that repeats its condition literally.
-_QUEUED_ANY = SqlStatement("SELECT 1 FROM {j} WHERE {j.status} = 'queued' LIMIT 1", j=Job)
+# A row when a job is queued: `jobs_waiting`, and inside statements of work that yields to
+# queued jobs (a rescore's take on PostgreSQL asks it in the same round trip).
+JOBS_QUEUED = SqlStatement("SELECT 1 FROM {j} WHERE {j.status} = 'queued' LIMIT 1", j=Job)
 
 
 def jobs_waiting() -> bool:
     """True when a job is queued for a worker (the partial index `jobs_queued_created`): work
     that may run in batches (rescoring) yields the worker after its current item. Asked once
     per rescored item, so its SQL is kept (`apps.core.sql`)."""
-    return _QUEUED_ANY.fetchone([]) is not None
+    return JOBS_QUEUED.fetchone([]) is not None

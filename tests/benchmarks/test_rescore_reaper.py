@@ -62,6 +62,7 @@ def test_lost_chains_are_restarted_and_a_worker_lost_too_often_fails_the_item(
     RescoreItem.objects.filter(pk=first.pk).update(attempts=2)  # lost twice already
     taken = _item_take(rescore_id=first.rescore_id)
     assert taken is not None
+    assert not isinstance(taken, str)  # leased: no job check was asked
     assert taken.item_id == others[0].pk
     lost = RescoreItem.objects.get(pk=first.pk)
     assert (lost.status, lost.failure) == ("failed", "worker_lost")

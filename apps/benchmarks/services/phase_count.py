@@ -24,6 +24,7 @@ from django.db import connection
 
 from apps.benchmarks.models import Entry, GrantLimit, Phase, Team, TeamGrant, TeamMember
 from apps.benchmarks.services.phase_limits import utc_day_start
+from apps.core.plpgsql import parameters
 from apps.core.sql import SqlStatement
 from apps.jobs.models import ACTIVE_JOB_STATUSES, Job
 
@@ -126,14 +127,6 @@ _CALL = "SELECT {}({})".format(
 )
 
 
-def _numbered(sql: str, numbers: list[int]) -> str:
-    """`sql` with its `%s` placeholders, in order, as PL/pgSQL's `$n` parameters."""
-    first, *parts = sql.split("%s")
-    if len(parts) != len(numbers):
-        raise ValueError(f"{len(parts)} placeholders for {len(numbers)} parameters")
-    return first + "".join(f"${n}{part}" for n, part in zip(numbers, parts, strict=True))
-
-
 def count_function_body(using: str = "default") -> str:
     """The body of `COUNT_FUNCTION` (PostgreSQL): lock, count, whether the entry was counted."""
     lock = _TEAM_LOCK.render(using)
@@ -143,8 +136,8 @@ def count_function_body(using: str = "default") -> str:
     lock = "PERFORM " + lock.removeprefix("SELECT ")
     return (
         "\nBEGIN\n"
-        f"  {_numbered(lock, [_ENTRY_ARG])};\n"
-        f"  {_numbered(update, list(range(1, len(COUNT_FUNCTION_ARGS) + 1)))};\n"
+        f"  {parameters(lock, [_ENTRY_ARG])};\n"
+        f"  {parameters(update, list(range(1, len(COUNT_FUNCTION_ARGS) + 1)))};\n"
         "  RETURN FOUND;\n"
         "END\n"
     )

@@ -101,10 +101,10 @@ _LOAD = SqlStatement(
     " WHERE {i}.{i.id} = %s ORDER BY {f}.{f.uploaded_at}, {f}.{f.id}",
     **ENTRY_ITEM_TABLES,
 )
-_TEAM_LOCK = SqlStatement("SELECT {t.id} FROM {t} WHERE {t.id} = %s FOR UPDATE", t=Team)
+TEAM_LOCK = SqlStatement("SELECT {t.id} FROM {t} WHERE {t.id} = %s FOR UPDATE", t=Team)
 # The entry's scores of the offered splits become the team's rows where it has none or a
 # worse one (a smaller order key is better): the database compares, whoever commits first.
-_BEST_OFFER = SqlStatement(
+BEST_OFFER = SqlStatement(
     "INSERT INTO {b} ({b.phase}, {b.version}, {b.split}, {b.team}, {b.score},"
     " {b.metric_key}, {b.order_key})"
     " SELECT {s.phase}, {s.version}, {s.split}, {s.team}, {s.id}, {s.metric_key},"
@@ -123,7 +123,7 @@ _BEST_OFFER = SqlStatement(
 # (`team_best._candidates`). Parameters: phase, team, completed, entry, no public split,
 # has a public split, public, phase, version, team, final_selection, phase, version, split,
 # team.
-_BEST_HIDDEN = SqlStatement(
+BEST_HIDDEN = SqlStatement(
     "INSERT INTO {b} ({b.phase}, {b.version}, {b.split}, {b.team}, {b.score},"
     " {b.metric_key}, {b.order_key})"
     " WITH eligible AS ("
@@ -148,7 +148,7 @@ _BEST_HIDDEN = SqlStatement(
     e=Entry,
     u=Submission,
 )
-_BEST_DELETE = SqlStatement(
+BEST_DELETE = SqlStatement(
     "DELETE FROM {b} WHERE {b.phase} = %s AND {b.version} = %s AND {b.split} = %s"
     " AND {b.team} = %s",
     b=TeamBest,
@@ -215,10 +215,32 @@ def entry_item_from_rows(*, item_id: int, rows: Sequence[Sequence[Any]]) -> Entr
     )
 
 
+def entry_score_rows(
+    *, item: EntryItem, splits: Scores, metrics: tuple[tuple[str, str], ...]
+) -> list[tuple[str, dict[str, float], str, str]]:
+    """(split, values, metric key, order key) of each split's scores of the entry: its score
+    rows' own columns. Raises KeyError or ValueError for a missing or non-finite metric."""
+    rows = []
+    for split, values in splits.items():
+        key = metric_key(values, list(metrics))
+        rows.append((split, dict(values), key, order_key(key, item.submitted_at, item.entry_id)))
+    return rows
+
+
+def hidden_rebuilds(
+    *, item: EntryItem, splits: Scores, phase_splits: tuple[tuple[str, bool], ...]
+) -> list[str]:
+    """The hidden splits whose team row is rebuilt once the entry's scores are stored: every
+    hidden split of a phase with finals, unless the entry was scored on the public one only."""
+    if item.final_selection <= 0 or all(split == PUBLIC for split in splits):
+        return []
+    return [name for name, hidden in phase_splits if hidden]
+
+
 def entry_item_scores_write(
     *,
     item: EntryItem,
-    splits: Mapping[str, Mapping[str, float]],
+    splits: Scores,
     metrics: tuple[tuple[str, str], ...],
     phase_splits: tuple[tuple[str, bool], ...],
 ) -> bool:
@@ -229,39 +251,24 @@ def entry_item_scores_write(
     if not connection.in_atomic_block:
         raise RuntimeError("entry_item_scores_write runs inside the caller's transaction")
     if connection.vendor == "postgresql":
-        _TEAM_LOCK.fetchone([item.team_id])
+        TEAM_LOCK.fetchone([item.team_id])
     values_field = cast(Field[Any, Any], Score._meta.get_field("values"))
     submitted = connection.ops.adapt_datetimefield_value(item.submitted_at)
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     params: list[Any] = []
-    for split, values in splits.items():
-        key = metric_key(values, list(metrics))
+    for split, values, key, order in entry_score_rows(item=item, splits=splits, metrics=metrics):
         params += [
-            item.phase_id,
-            item.version,
-            split,
-            item.entry_id,
-            item.team_id,
-            values_field.get_db_prep_save(dict(values), connection),
-            key,
-            order_key(key, item.submitted_at, item.entry_id),
-            submitted,
-            now,
+            *(item.phase_id, item.version, split, item.entry_id, item.team_id),
+            values_field.get_db_prep_save(values, connection),
+            *(key, order, submitted, now),
         ]
     if not _score_insert(len(splits)).rowcount(params):
         return False
-    by_finals = item.final_selection > 0
-    _BEST_OFFER.rowcount([item.entry_id, item.version, PUBLIC, not by_finals])
-    if not by_finals:
-        return True
+    BEST_OFFER.rowcount([item.entry_id, item.version, PUBLIC, item.final_selection <= 0])
     has_public = any(name == PUBLIC for name, _ in phase_splits)
     where = [item.phase_id, item.version]
-    if all(split == PUBLIC for split in splits):
-        return True
-    for name, hidden in phase_splits:
-        if not hidden:
-            continue
-        found = _BEST_HIDDEN.rowcount(
+    for name in hidden_rebuilds(item=item, splits=splits, phase_splits=phase_splits):
+        found = BEST_HIDDEN.rowcount(
             [
                 *(item.phase_id, item.team_id, SubmissionStatus.COMPLETED.value, item.entry_id),
                 not has_public,
@@ -272,7 +279,7 @@ def entry_item_scores_write(
             ]
         )
         if not found:
-            _BEST_DELETE.rowcount([*where, name, item.team_id])
+            BEST_DELETE.rowcount([*where, name, item.team_id])
     return True
 
 

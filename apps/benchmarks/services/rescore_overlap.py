@@ -11,7 +11,9 @@ at most two leases: the item being recorded and the one being scored.
 Nothing else changes: the record is the same transaction under the same lease. A worker that
 dies with a record not written leaves that item `processing`; its lease expires and the item
 is taken and scored again, and the scores' unique constraint keeps the second record from
-writing twice. A chain that ends (its batch, nothing left, a stopping worker) waits for its
+writing twice. (On PostgreSQL an entry's record is one function call: one the worker had sent
+whole before it died is finished by the server, as a COMMIT it had sent would be.)
+A chain that ends (its batch, nothing left, a stopping worker) waits for its
 last record first, so the switch that follows sees it. Inside a transaction held by the
 caller (tests), or with `RESCORE_OVERLAP` off, the records run in the chain's thread.
 """

@@ -22,7 +22,8 @@ the next one (`rescore_overlap`): the database's waits are off its sandbox's pat
 per-item statements of the take and the outcome are kept SQL (`apps.core.sql`): compiling
 them cost more than running them; an entry's item is read and its scores and team rows
 written the same way (`rescore_entries`); on PostgreSQL the take, lease and read are one
-statement, and the lease and outcome commit asynchronously (`rescore_takes`).
+statement, and the lease and outcome commit asynchronously (`rescore_takes`); the take and an
+entry's whole record are one PL/pgSQL function call each (`rescore_records`).
 
 `rescores_reap`: every minute, a live rescore with open items and no chain seen working
 for a lease's length gets its chains again (a Redis broker never re-delivers the task of a
@@ -58,6 +59,7 @@ from apps.benchmarks.services.rescore_plans import (
     rescore_item_load,
     rescore_plan,
 )
+from apps.benchmarks.services.rescore_records import item_record
 from apps.benchmarks.services.rescores import (
     LIVE,
     OPEN,
@@ -71,8 +73,7 @@ from apps.core.sql import SqlStatement
 from apps.grading.baselines import bundle_folder_score, kept_predictions_score
 from apps.grading.grader import GradingFile
 from apps.grading.leases import grading_lease_seconds
-from apps.grading.phase_results import storable_text
-from apps.grading.phases import SCORING_FAILED, BundleFolder
+from apps.grading.phases import BundleFolder
 from apps.grading.results import GradingResult
 from apps.jobs.selectors import jobs_waiting
 from apps.submissions.selectors import submission_file_list
@@ -126,12 +127,6 @@ _LEASED = SqlStatement(
     " WHERE {i.rescore} = %s AND {i.status} = %s AND {i.lease_expires_at} >= %s",
     i=RescoreItem,
 )
-_SETTLE = SqlStatement(
-    "UPDATE {i} SET {i.status} = %s, {i.failure} = %s, {i.logs} = %s,"
-    " {i.lease_expires_at} = NULL, {i.finished_at} = %s"
-    " WHERE {i.id} = %s AND {i.status} = %s AND {i.lease_token} = %s",
-    i=RescoreItem,
-)
 
 
 def _candidates(*, rescore_id: int, now: dt.datetime) -> list[tuple[Any, ...]]:
@@ -145,10 +140,16 @@ def _candidates(*, rescore_id: int, now: dt.datetime) -> list[tuple[Any, ...]]:
     return rows[:_CANDIDATES]
 
 
-def _item_take(*, rescore_id: int) -> _Taken | None:
-    """Lease one open item of the live rescore, or None when none is free."""
+def _item_take(*, rescore_id: int, yield_to_jobs: bool = False) -> _Taken | str | None:
+    """Lease one open item of the live rescore, or None when none is free. `yield_to_jobs`
+    (PostgreSQL): JOB_WAITING instead when a job is queued for a worker, asked in the take's
+    own round trip (other databases ask in `_go_on`)."""
     max_attempts = int(settings.GRADING_MAX_ATTEMPTS)
-    fast = rescore_takes.item_take(rescore_id=rescore_id, max_attempts=max_attempts)
+    fast = rescore_takes.item_take(
+        rescore_id=rescore_id, max_attempts=max_attempts, yield_to_jobs=yield_to_jobs
+    )
+    if isinstance(fast, str):
+        return fast
     if fast is not None:  # PostgreSQL: taken, leased and read in one statement
         return _Taken(fast.item_id, fast.token, fast.entry is not None, fast.entry)
     while True:
@@ -215,44 +216,6 @@ def _failed(reason: str) -> GradingResult:
     return GradingResult(outcome="failed", reason=reason)
 
 
-def _record(*, taken: _Taken, result: GradingResult, write: Callable[[Scores], None]) -> str:
-    """Write the outcome under the lease (`write` stores the scores in the same
-    transaction); `done`, `failed` or `lease_lost`."""
-    outcome = result.phase
-    scored = outcome is not None and not outcome.failure and bool(outcome.scores)
-    if outcome is None:
-        failure, logs = SCORING_FAILED, result.reason
-    else:
-        failure = "" if scored else (outcome.failure or SCORING_FAILED)
-        logs = outcome.scoring_logs or result.reason
-    status = RescoreItemStatus.DONE.value if scored else RescoreItemStatus.FAILED.value
-    with transaction.atomic():
-        if rescore_takes.fast():
-            written = rescore_takes.item_settle(
-                item_id=taken.item_id,
-                token=taken.token,
-                status=status,
-                failure=failure,
-                logs=storable_text(logs),
-                finished=timezone.now(),
-            )
-        else:
-            written = bool(
-                _SETTLE.rowcount(
-                    [
-                        *(status, failure, storable_text(logs)),
-                        connection.ops.adapt_datetimefield_value(timezone.now()),
-                        *(taken.item_id, _PROCESSING, taken.token),
-                    ]
-                )
-            )
-        if not written:
-            return "lease_lost"
-        if scored and outcome is not None:
-            write(outcome.scores)
-    return "done" if scored else "failed"
-
-
 def _item_write(
     item: RescoreItem, version: int, cached: RescorePlan | None
 ) -> Callable[[Scores], None]:
@@ -297,19 +260,32 @@ class _Scored:
     result: GradingResult
     write: Callable[[Scores], None]
     version: int
+    entry: EntryItem | None  # an entry's item read by the take: one call records it
+    cached: RescorePlan | None
 
     def record(self) -> str:
-        outcome = _record(taken=self.taken, result=self.result, write=self.write)
+        outcome = item_record(
+            taken=(self.taken.item_id, self.taken.token),
+            result=self.result,
+            write=self.write,
+            entry=self.entry,
+            cached=self.cached,
+        )
         logger.info("rescore: item %s of v%s: %s", self.taken.item_id, self.version, outcome)
         return outcome
 
 
-def _item_score(*, rescore_id: int) -> _Scored | str:
-    """Take and score one item; `idle` when none is free, `interrupted` when the worker is
-    stopping (the item was given back)."""
-    taken = _item_take(rescore_id=rescore_id)
+def _item_score(
+    *, rescore_id: int, renewer: rescore_takes.Renewer | None, yield_to_jobs: bool
+) -> _Scored | str:
+    """Take and score one item (its lease renewed by the chain's `renewer` meanwhile); `idle`
+    when none is free, `interrupted` when the worker is stopping (the item was given back),
+    JOB_WAITING when `yield_to_jobs` and a job is queued (PostgreSQL: nothing taken)."""
+    taken = _item_take(rescore_id=rescore_id, yield_to_jobs=yield_to_jobs)
     if taken is None:
         return "idle"
+    if isinstance(taken, str):
+        return taken
     entry = taken.entry
     if entry is None and taken.of_entry:
         entry = entry_item_load(item_id=taken.item_id)
@@ -317,11 +293,8 @@ def _item_score(*, rescore_id: int) -> _Scored | str:
     if entry is None:
         item = rescore_item_load(item_id=taken.item_id, of_entry=taken.of_entry)
     version = item.rescore.version if item is not None else entry.version if entry else 0
-    renewer = (
-        None if connection.in_atomic_block else rescore_takes.Renewer(taken.item_id, taken.token)
-    )
     if renewer is not None:
-        renewer.start()
+        renewer.watch(taken.item_id, taken.token)
     result: GradingResult | None = None
     cached: RescorePlan | None = None
     try:
@@ -337,7 +310,7 @@ def _item_score(*, rescore_id: int) -> _Scored | str:
         result = _failed(f"The scorer could not be run: {type(exc).__name__}: {exc}")
     finally:
         if renewer is not None:
-            renewer.stop()
+            renewer.unwatch()
     if result is None:
         _give_back(taken)
         return "interrupted"
@@ -345,18 +318,19 @@ def _item_score(*, rescore_id: int) -> _Scored | str:
     if item is not None:
         write = _item_write(item, version, cached)
     assert write is not None  # noqa: S101 - one of the two was loaded
-    return _Scored(taken, result, write, version)
+    return _Scored(taken, result, write, version, entry, cached)
 
 
 def _go_on(*, scored: int, started: float) -> bool:
     """Whether the chain's task scores another item itself: fewer than RESCORE_BATCH so far,
     well within the task's time limit (an item lasts at most a lease, and Q_TIMEOUT exceeds
-    two), and no job queued for a worker (a new submission waits for one item at most)."""
+    two), and no job queued for a worker (a new submission waits for one item at most; on
+    PostgreSQL the next take asks, in its own round trip)."""
     if scored >= max(1, int(settings.RESCORE_BATCH)) or worker_stopping():
         return False
     if time.monotonic() - started >= float(settings.GRADING_TIMEOUT):
         return False
-    return not jobs_waiting()
+    return rescore_takes.fast() or not jobs_waiting()
 
 
 def _chains_enough(*, rescore_id: int) -> bool:
@@ -383,18 +357,25 @@ def rescore_next(*, rescore_id: int) -> str:
     if _chains_enough(rescore_id=rescore_id):
         return "enough"
     recorder = Recorder()
+    # One renewer per chain; none inside a transaction the caller holds (its thread would not
+    # see the leases).
+    renewer = None if connection.in_atomic_block else rescore_takes.Renewer()
     try:
-        return _chain(rescore_id=rescore_id, recorder=recorder)
+        return _chain(rescore_id=rescore_id, recorder=recorder, renewer=renewer)
     finally:
+        if renewer is not None:
+            renewer.close()
         recorder.close()
 
 
-def _chain(*, rescore_id: int, recorder: Recorder) -> str:
+def _chain(*, rescore_id: int, recorder: Recorder, renewer: rescore_takes.Renewer | None) -> str:
     """Items scored one at a time, each recorded while the next one is scored."""
     started = time.monotonic()
     scored = 0
     while True:
-        item = _item_score(rescore_id=rescore_id)
+        item = _item_score(rescore_id=rescore_id, renewer=renewer, yield_to_jobs=scored > 0)
+        if item == rescore_takes.JOB_WAITING:
+            break  # as `_go_on` would have: the job gets this worker
         if isinstance(item, str):
             recorder.wait()  # the last record, before the switch or the next chain
             if item == "idle":
