@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from http import HTTPStatus
@@ -71,7 +72,7 @@ def _setup(entries: int) -> tuple[User, Rescore, list[Entry], list[User]]:
 
 def _scored(rescore: Rescore) -> _Scored:
     """The rescore's next item taken and scored by this thread's chain, not yet recorded."""
-    scored = _item_score(rescore_id=rescore.pk)
+    scored = _item_score(rescore_id=rescore.pk, renewer=None, yield_to_jobs=False)
     assert isinstance(scored, _Scored), scored
     return scored
 
@@ -307,10 +308,13 @@ def test_no_token_but_the_leases_own_settles_renews_or_gives_back_the_item(
         taken = replace(scored.taken, token=bad)
         assert replace(scored, taken=taken).record() == "lease_lost"
         _give_back(taken)
-        renewer = rescore_takes.Renewer(taken.item_id, bad)
-        renewer.start()
-        renewer.join(10)  # it ends by itself: the lease is not its own
-        assert not renewer.is_alive()
+        renewer = rescore_takes.Renewer()
+        renewer.watch(taken.item_id, bad)
+        deadline = time.monotonic() + 10
+        while renewer._lease is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert renewer._lease is None  # it dropped the lease by itself: not its own
+        renewer.close()
         now = RescoreItem.objects.get(pk=item.pk)
         assert (now.status, now.lease_token, now.lease_expires_at, now.attempts) == (
             "processing",
