@@ -17,8 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["PlpgsqlFunction", "parameters"]
+from django.db import migrations
+
+__all__ = ["PlpgsqlFunction", "on_postgresql", "parameters"]
 
 
 def parameters(sql: str, names: Sequence[int | str]) -> str:
@@ -59,3 +62,18 @@ class PlpgsqlFunction:
         """The call, its arguments as `%s` placeholders cast to their types."""
         marks = ", ".join(f"%s::{kind}" for kind in self.arguments)
         return f"SELECT * FROM {self.name}({marks})"  # noqa: S608 - names of this module
+
+
+def on_postgresql(create: Sequence[str], drop: Sequence[str]) -> migrations.RunPython:
+    """A migration's operation that runs `create`'s statements forward and `drop`'s backward,
+    on PostgreSQL only (SQLite keeps the statements in the modules)."""
+
+    def run(statements: Sequence[str]) -> Callable[[Any, Any], None]:
+        def operation(apps: Any, schema_editor: Any) -> None:
+            if schema_editor.connection.vendor == "postgresql":
+                for statement in statements:
+                    schema_editor.execute(statement)
+
+        return operation
+
+    return migrations.RunPython(run(create), run(drop))

@@ -29,6 +29,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
+from apps.core.plpgsql import parameters
 from apps.core.queue import QUEUE_ROW_INSERT, QueueRow, queue_row_model
 from apps.core.sql import ModelInsert, SqlStatement
 from apps.jobs.models import ACTIVE_JOB_STATUSES, IdempotencyKey, Job
@@ -72,17 +73,19 @@ def _arguments() -> list[tuple[str, str]]:
     return [*_SCALARS, *fields, *_TAIL]
 
 
+def _index(name: str) -> int:
+    """n of the argument `name` (`$n`)."""
+    return [a for a, _ in _arguments()].index(name) + 1
+
+
 def _n(name: str) -> str:
     """`$n` of the argument `name`."""
-    return f"${[a for a, _ in _arguments()].index(name) + 1}"
+    return f"${_index(name)}"
 
 
 def _numbered(sql: str, names: list[str]) -> str:
     """`sql` with its `%s` placeholders, in order, as the arguments `names`."""
-    first, *parts = sql.split("%s")
-    if len(parts) != len(names):
-        raise ValueError(f"{len(parts)} placeholders for {len(names)} arguments")
-    return first + "".join(f"{_n(name)}{part}" for name, part in zip(names, parts, strict=True))
+    return parameters(sql, [_index(name) for name in names])
 
 
 _OUT = (

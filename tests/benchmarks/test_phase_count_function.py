@@ -16,6 +16,7 @@ from apps.benchmarks.services.phase_count import (
     count_function_body,
     count_function_sql,
 )
+from tests.plpgsql import stored_function
 
 pytestmark = pytest.mark.django_db
 
@@ -27,15 +28,7 @@ def test_the_migration_creates_the_function_the_module_defines() -> None:
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL function")
 def test_the_function_in_the_database_is_the_modules() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT p.prosrc, pg_get_function_identity_arguments(p.oid), p.provolatile"
-            " FROM pg_proc p WHERE p.proname = %s",
-            [COUNT_FUNCTION],
-        )
-        rows = cursor.fetchall()
-    assert len(rows) == 1, rows
-    body, arguments, volatility = rows[0]
+    body, arguments, _returns, volatility = stored_function(COUNT_FUNCTION)
     assert body == count_function_body()
     assert arguments == ", ".join(COUNT_FUNCTION_ARGS)
     # VOLATILE: each statement takes its own snapshot (the count sees what the lock waited for).

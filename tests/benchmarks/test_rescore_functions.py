@@ -13,6 +13,7 @@ from django.db import connection
 from apps.benchmarks.services.rescore_records import RECORD_FUNCTION
 from apps.benchmarks.services.rescore_takes import TAKE_FUNCTION
 from apps.core.plpgsql import PlpgsqlFunction
+from tests.plpgsql import stored_function
 
 pytestmark = pytest.mark.django_db
 
@@ -32,15 +33,7 @@ def test_the_migration_creates_the_function_the_module_defines(name: str) -> Non
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_the_function_in_the_database_is_the_modules(name: str) -> None:
     function: PlpgsqlFunction = FUNCTIONS[name]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT p.prosrc, pg_get_function_identity_arguments(p.oid),"
-            " pg_get_function_result(p.oid), p.provolatile FROM pg_proc p WHERE p.proname = %s",
-            [function.name],
-        )
-        rows = cursor.fetchall()
-    assert len(rows) == 1, rows
-    body, arguments, returns, volatility = rows[0]
+    body, arguments, returns, volatility = stored_function(function.name)
     assert body == function.body("default")
     assert arguments == ", ".join(function.arguments)
     assert returns == function.returns

@@ -24,6 +24,7 @@ from apps.jobs.admission_function import (
 from apps.jobs.models import Job
 from apps.quotas.models import QuotaPolicy
 from tests.factories.submissions import make_submission
+from tests.plpgsql import stored_function
 
 pytestmark = pytest.mark.django_db
 
@@ -41,15 +42,7 @@ def test_the_migration_creates_the_function_the_module_defines() -> None:
 
 @postgresql_only
 def test_the_function_in_the_database_is_the_modules() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT p.prosrc, pg_get_function_identity_arguments(p.oid), p.provolatile"
-            " FROM pg_proc p WHERE p.proname = %s",
-            [ADMIT_FUNCTION],
-        )
-        rows = cursor.fetchall()
-    assert len(rows) == 1, rows
-    body, arguments, volatility = rows[0]
+    body, arguments, _returns, volatility = stored_function(ADMIT_FUNCTION)
     assert body == admit_function_body()
     assert arguments == admit_function_arguments()
     # VOLATILE: each statement takes its own snapshot (the count sees what the lock waited for).

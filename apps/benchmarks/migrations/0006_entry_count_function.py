@@ -4,6 +4,8 @@ rendered it (tests/benchmarks/test_phase_count_function.py compares the two). No
 
 from django.db import migrations
 
+from apps.core.plpgsql import on_postgresql
+
 CREATE = """CREATE OR REPLACE FUNCTION benchmarks_entry_count_if_under(boolean, timestamp with time zone, character varying, integer, timestamp with time zone, timestamp with time zone, timestamp with time zone, boolean, character varying, character varying, date, boolean, character varying, character varying) RETURNS boolean LANGUAGE plpgsql VOLATILE AS $body$
 BEGIN
   PERFORM t."id" FROM "benchmarks_team" t JOIN "benchmarks_entry" e ON e."team_id" = t."id" WHERE e."submission_id" = $3 FOR UPDATE OF t;
@@ -15,17 +17,7 @@ $body$"""
 DROP = "DROP FUNCTION IF EXISTS benchmarks_entry_count_if_under(boolean, timestamp with time zone, character varying, integer, timestamp with time zone, timestamp with time zone, timestamp with time zone, boolean, character varying, character varying, date, boolean, character varying, character varying)"
 
 
-def _create(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(CREATE)
-
-
-def _drop(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(DROP)
-
-
 class Migration(migrations.Migration):
     dependencies = [("benchmarks", "0005_rescores_and_kept_predictions")]
 
-    operations = [migrations.RunPython(_create, _drop)]
+    operations = [on_postgresql([CREATE], [DROP])]

@@ -5,6 +5,8 @@ their statements' plans kept for the session. Written out as the modules rendere
 
 from django.db import migrations
 
+from apps.core.plpgsql import on_postgresql
+
 TAKE = """CREATE OR REPLACE FUNCTION benchmarks_rescore_item_take(character varying, character varying, timestamp with time zone, bigint, character varying, integer, character varying, character varying, character varying, character varying, timestamp with time zone, boolean) RETURNS TABLE(item bigint, version integer, entry character varying, team character varying, submitted_at timestamp with time zone, kept_predictions character varying, phase character varying, kind character varying, final_selection integer, bundle_file character varying, bundle_sha256 character varying, filename character varying, storage_name character varying) LANGUAGE plpgsql VOLATILE AS $body$
 #variable_conflict use_column
 BEGIN
@@ -52,19 +54,7 @@ DROP_TAKE = "DROP FUNCTION IF EXISTS benchmarks_rescore_item_take(character vary
 DROP_RECORD = "DROP FUNCTION IF EXISTS benchmarks_rescore_entry_record(bigint, character varying, character varying, character varying, text, timestamp with time zone, character varying, character varying, integer, character varying, character varying, character varying[], jsonb[], text[], text[], timestamp with time zone, timestamp with time zone, character varying, boolean, character varying[], character varying, boolean, boolean, integer)"
 
 
-def _create(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(TAKE)
-        schema_editor.execute(RECORD)
-
-
-def _drop(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(DROP_RECORD)
-        schema_editor.execute(DROP_TAKE)
-
-
 class Migration(migrations.Migration):
     dependencies = [("benchmarks", "0007_rescore_item_next")]
 
-    operations = [migrations.RunPython(_create, _drop)]
+    operations = [on_postgresql([TAKE, RECORD], [DROP_RECORD, DROP_TAKE])]

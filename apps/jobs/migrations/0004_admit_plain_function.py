@@ -5,6 +5,8 @@ one round trip, with their plans kept for the session. Written out as the module
 
 from django.db import migrations
 
+from apps.core.plpgsql import on_postgresql
+
 CREATE = """CREATE OR REPLACE FUNCTION jobs_admit_plain(integer, integer, integer, integer, double precision, character varying, character varying, timestamp with time zone, timestamp with time zone, timestamp with time zone, character varying, integer, character varying, character varying, jsonb, character varying, double precision, text, text, timestamp with time zone, timestamp with time zone, timestamp with time zone, character varying, bigint, character varying, timestamp with time zone, character varying, text, timestamp with time zone) RETURNS TABLE (o_max_concurrent integer, o_per_day integer, o_cost_limit double precision, o_storage bigint, o_boost integer, o_active bigint, o_last_day bigint, o_month_cost double precision, o_reserved bigint, o_inserted boolean, o_bound boolean) LANGUAGE plpgsql VOLATILE AS $body$
 DECLARE
   v_concurrent integer; v_per_day integer; v_cost double precision; v_storage bigint; v_boost integer;
@@ -36,16 +38,6 @@ $body$"""
 DROP = "DROP FUNCTION IF EXISTS jobs_admit_plain(integer, integer, integer, integer, double precision, character varying, character varying, timestamp with time zone, timestamp with time zone, timestamp with time zone, character varying, integer, character varying, character varying, jsonb, character varying, double precision, text, text, timestamp with time zone, timestamp with time zone, timestamp with time zone, character varying, bigint, character varying, timestamp with time zone, character varying, text, timestamp with time zone)"
 
 
-def _create(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(CREATE)
-
-
-def _drop(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(DROP)
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("jobs", "0003_job_request_id_job_jobs_queued_created"),
@@ -53,4 +45,4 @@ class Migration(migrations.Migration):
         ("django_q", "0019_alter_task_options_alter_ormq_key_alter_ormq_lock_and_more"),
     ]
 
-    operations = [migrations.RunPython(_create, _drop)]
+    operations = [on_postgresql([CREATE], [DROP])]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import IO, Any
 
@@ -35,6 +36,31 @@ def _drain(stream: IO[bytes], limit: int) -> None:
             left -= len(chunk)
     except OSError:
         pass
+
+
+@contextlib.contextmanager
+def _refusals(handler: SubmissionUploadHandler, drain: Callable[[], None]) -> Iterator[None]:
+    """The parser's refusals as the API's errors. On any failure the handler's files are
+    discarded, and for a refusal the client is answered for, `drain` reads the rest of the
+    body. NotAMarker passes untouched: the caller parses the body as sent."""
+    try:
+        yield
+    except NotAMarker:
+        raise
+    except DomainError:
+        handler.discard()
+        drain()
+        raise
+    except TooManyFilesSent as exc:
+        handler.discard()
+        drain()
+        raise TooManyFiles("Too many files in one request.") from exc
+    except MultiPartParserError as exc:
+        handler.discard()
+        raise ParseError(f"Multipart form parse error - {exc}") from exc
+    except BaseException:
+        handler.discard()
+        raise
 
 
 def _kept_in_memory() -> int:
@@ -128,7 +154,7 @@ class StreamingMultiPartParser(BaseParser):
                 )
             finally:
                 spooled.close()
-        try:
+        with _refusals(handler, drain=partial(_drain, stream, drain_limit)):
             parser = RawNameMultiPartParser(
                 meta,
                 stream,  # type: ignore[arg-type]
@@ -136,20 +162,6 @@ class StreamingMultiPartParser(BaseParser):
                 encoding,
             )
             data, files = parser.parse()
-        except DomainError:
-            handler.discard()
-            _drain(stream, drain_limit)
-            raise
-        except TooManyFilesSent as exc:
-            handler.discard()
-            _drain(stream, drain_limit)
-            raise TooManyFiles("Too many files in one request.") from exc
-        except MultiPartParserError as exc:
-            handler.discard()
-            raise ParseError(f"Multipart form parse error - {exc}") from exc
-        except BaseException:
-            handler.discard()
-            raise
         return DataAndFiles(data, files)
 
     def _parse_spooled(
@@ -167,24 +179,14 @@ class StreamingMultiPartParser(BaseParser):
             raise NotAMarker
         handler.spooled = spooled
         try:
-            parser = RawNameMultiPartParser(
-                {**meta, "CONTENT_LENGTH": str(len(skeleton))},
-                io.BytesIO(skeleton),
-                [handler],
-                encoding,
-            )
-            data, files = parser.parse()
-        except NotAMarker:
-            raise
-        except TooManyFilesSent as exc:
-            handler.discard()
-            raise TooManyFiles("Too many files in one request.") from exc
-        except MultiPartParserError as exc:
-            handler.discard()
-            raise ParseError(f"Multipart form parse error - {exc}") from exc
-        except BaseException:
-            handler.discard()
-            raise
+            with _refusals(handler, drain=lambda: None):
+                parser = RawNameMultiPartParser(
+                    {**meta, "CONTENT_LENGTH": str(len(skeleton))},
+                    io.BytesIO(skeleton),
+                    [handler],
+                    encoding,
+                )
+                data, files = parser.parse()
         finally:
             handler.spooled = None
         return DataAndFiles(data, files)
