@@ -23,13 +23,14 @@ and with the function in the database, so a change here needs a migration.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
 
-from apps.core.plpgsql import parameters
+from apps.core.plpgsql import PlpgsqlFunction, parameters
 from apps.core.queue import QUEUE_ROW_INSERT, QueueRow, queue_row_model
 from apps.core.sql import ModelInsert, SqlStatement
 from apps.jobs.models import ACTIVE_JOB_STATUSES, IdempotencyKey, Job
@@ -163,31 +164,33 @@ def admit_function_body(using: str = "default") -> str:
     return _BODY.render(using)
 
 
-def admit_function_arguments() -> str:
-    """The function's argument types, as `pg_get_function_identity_arguments` lists them."""
-    return ", ".join(kind for _, kind in _arguments())
-
-
-def admit_function_sql(using: str = "default") -> str:
-    """CREATE OR REPLACE of `ADMIT_FUNCTION` as this module defines it (what migration
-    jobs.0004 ran, written out there)."""
-    return (
-        f"CREATE OR REPLACE FUNCTION {ADMIT_FUNCTION}({admit_function_arguments()})"
-        f" RETURNS TABLE ({_OUT}) LANGUAGE plpgsql VOLATILE"
-        f" AS $body${admit_function_body(using)}$body$"
+@functools.cache
+def admit_function() -> PlpgsqlFunction:
+    """`ADMIT_FUNCTION` as this module defines it (migration jobs.0004 ran its `create_sql`,
+    written out there)."""
+    return PlpgsqlFunction(
+        name=ADMIT_FUNCTION,
+        arguments=tuple(kind for _, kind in _arguments()),
+        returns=f"TABLE ({_OUT})",
+        body=admit_function_body,
     )
 
 
-_CALL: str | None = None
+def admit_function_arguments() -> str:
+    """The function's argument types, as `pg_get_function_identity_arguments` lists them."""
+    return ", ".join(admit_function().arguments)
+
+
+def admit_function_sql(using: str = "default") -> str:
+    """CREATE OR REPLACE of `ADMIT_FUNCTION` as this module defines it."""
+    return admit_function().create_sql(using)
+
+
 _JOB_INSERT = ModelInsert(Job)
 
 
 def _call() -> str:
-    global _CALL
-    if _CALL is None:
-        marks = ", ".join(f"%s::{kind}" for _, kind in _arguments())
-        _CALL = f"SELECT * FROM {ADMIT_FUNCTION}({marks})"  # noqa: S608
-    return _CALL
+    return admit_function().call_sql()
 
 
 def admit_plain(
