@@ -19,6 +19,7 @@ from http import HTTPStatus
 import pytest
 
 from tests.core.test_slow_clients import still_open
+from tests.latency import served_within
 from tests.processes import Start, http_request, start_gunicorn
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -47,8 +48,9 @@ def test_new_requests_go_to_the_free_worker_while_the_other_ones_thread_is_busy(
         status, seconds = slow.result(30)
     assert (status, seconds >= 4) == (HTTPStatus.OK, True)
     assert all(status == HTTPStatus.OK for status, _ in quick)
-    # Each was served by the free worker; none waited for the busy one (about 3.5 s).
-    assert max(seconds for _, seconds in quick) < 1.5, quick
+    # Each was served by the free worker; none waited for the busy one (about 3.5 s for the
+    # first that would).
+    assert max(seconds for _, seconds in quick) < 2.0, quick
 
 
 def test_silent_and_trickling_connections_do_not_stop_one_worker_from_accepting(
@@ -69,13 +71,11 @@ def test_silent_and_trickling_connections_do_not_stop_one_worker_from_accepting(
                 sock.sendall(opening)
             attackers.append(sock)
         time.sleep(0.5)
-        answers = [timed(port, "/healthz") for _ in range(5)]
+        served_within(1, lambda: [timed(port, "/healthz") for _ in range(5)])
         assert all(still_open(sock) for sock in attackers)
     finally:
         for sock in attackers:
             sock.close()
-    assert all(status == HTTPStatus.OK for status, _ in answers)
-    assert max(seconds for _, seconds in answers) < 1, answers
 
 
 def test_sigterm_lets_the_request_being_served_finish(start_process: Start) -> None:

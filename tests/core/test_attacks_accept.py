@@ -21,12 +21,13 @@ from http import HTTPStatus
 import pytest
 
 from tests.core.test_accept_fairness import start_web, timed
+from tests.latency import served_within
 from tests.processes import Start
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 HEAD = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-BOUND = 2.0  # seconds an honest request may take while an attack runs (loaded machine)
+BOUND = 2.0  # seconds an honest request may take while an attack runs (tests/latency.py)
 
 
 def _connect(port: int) -> socket.socket:
@@ -167,17 +168,13 @@ def test_an_honest_client_is_served_during_the_attack_and_accepting_resumes(
 ) -> None:
     port, _ = start_web(start_process, workers=1)
     with attacking(port, ATTACKS[name]):
-        during = [timed(port, "/healthz") for _ in range(5)]
-    assert all(status == HTTPStatus.OK for status, _ in during), during
-    assert max(seconds for _, seconds in during) < BOUND, during
+        served_within(BOUND, lambda: [timed(port, "/healthz") for _ in range(5)])
     # A request whose client left is cancelled within gunicorn's grace (3 s); then the
     # worker's one thread is free, and the gate open: a slow request and a quick one after it
     # take their own time and no more.
     time.sleep(4)
-    assert timed(port, "/slow?seconds=0.5")[1] < 0.5 + BOUND
-    after = [timed(port, "/healthz") for _ in range(5)]
-    assert all(status == HTTPStatus.OK for status, _ in after)
-    assert max(seconds for _, seconds in after) < 1, after
+    served_within(0.5 + BOUND, lambda: [timed(port, "/slow?seconds=0.5")])
+    served_within(1, lambda: [timed(port, "/healthz") for _ in range(5)])
 
 
 def test_a_client_leaving_while_its_thread_runs_keeps_its_worker_closed_until_the_thread_ends(
@@ -198,6 +195,7 @@ def test_a_client_leaving_while_its_thread_runs_keeps_its_worker_closed_until_th
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         quick = list(pool.map(lambda _: timed(port, "/healthz"), range(30)))
     assert all(status == HTTPStatus.OK for status, _ in quick)
-    assert max(seconds for _, seconds in quick) < 1.5, sorted(s for _, s in quick)[-3:]
+    # One waiting for the busy thread would wait until it ends, over 4 s for the first.
+    assert max(seconds for _, seconds in quick) < BOUND, sorted(s for _, s in quick)[-3:]
     time.sleep(4.5)  # the thread has ended: both workers accept
-    assert max(timed(port, "/healthz")[1] for _ in range(10)) < 1
+    served_within(1, lambda: [timed(port, "/healthz") for _ in range(10)])
