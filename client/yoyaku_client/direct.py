@@ -5,7 +5,7 @@ httpx sends a body from an iterator of `bytes`: every byte of a file is read int
 (a copy out of the page cache) and written to the socket (a copy into the kernel's buffers).
 Here the same request goes out on a socket of its own: the head and the multipart pieces
 with `sendall`, each file with `socket.sendfile`, which gives the socket the file's pages with
-no copy through this process; the answer is read with `http.client`. A request without a
+no copy through this process; the answer is read by `yoyaku_client.answer`. A request without a
 file (a JSON body or none) goes the same way, its body after the head, so a command that
 talks to a plain-HTTP server never loads httpx. The request is a `wire.Request` (built as
 httpx builds its requests: the URL, the headers: the token, the user agent, `Content-Length`,
@@ -19,14 +19,14 @@ through this process to be encrypted (httpx sends those).
 
 from __future__ import annotations
 
-import http.client
 import io
 import os
 import socket
 import time
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn
 
 from yoyaku_client import _httpx
+from yoyaku_client.answer import Disconnected, ProtocolError, TooLarge, read_answer
 from yoyaku_client.multipart import MultipartStream
 from yoyaku_client.wire import Response, Timeout
 
@@ -35,7 +35,6 @@ __all__ = ["MAX_ANSWER_SIZE", "direct_possible", "send_request"]
 #: Bytes of an answer's body read at most: the API's answers are JSON documents far smaller
 #: (downloads are streamed through httpx); a larger or endless one is the server's error.
 MAX_ANSWER_SIZE = 64 * 1024 * 1024
-_PIECE = 64 * 1024
 
 
 def direct_possible(base_url: str) -> bool:
@@ -116,50 +115,30 @@ def _answer(sock: socket.socket, request: Any, timeout: float | None) -> Respons
     byte at a time cannot hold the client past it; the body is read in pieces up to
     `MAX_ANSWER_SIZE` whatever length the server announces."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    reader = cast("socket.socket", _Deadline(sock, deadline))  # what HTTPResponse reads: makefile
-    response = http.client.HTTPResponse(reader, method=request.method)
+    stream = io.BufferedReader(_Deadline(sock, deadline))
     try:
-        response.begin()
-        if response.length is not None and response.length > MAX_ANSWER_SIZE:
-            raise _TooLarge()
-        pieces: list[bytes] = []
-        size = 0
-        while piece := response.read(_PIECE):
-            size += len(piece)
-            if size > MAX_ANSWER_SIZE:
-                raise _TooLarge()
-            pieces.append(piece)
-        content = b"".join(pieces)
-    except _TooLarge as exc:
+        status, headers, content = read_answer(stream, request.method, MAX_ANSWER_SIZE)
+    except TooLarge as exc:
         _fail("RemoteProtocolError", f"Answer larger than {MAX_ANSWER_SIZE} bytes.", request, exc)
     except TimeoutError as exc:
         _fail("ReadTimeout", str(exc) or "timed out", request, exc)
-    except (OSError, http.client.HTTPException) as exc:
-        if isinstance(exc, http.client.RemoteDisconnected):
-            message = "Server disconnected without sending a response."
-            _fail("RemoteProtocolError", message, request, exc)
-        if isinstance(exc, http.client.HTTPException):
-            _fail("RemoteProtocolError", str(exc), request, exc)
+    except Disconnected as exc:
+        message = "Server disconnected without sending a response."
+        _fail("RemoteProtocolError", message, request, exc)
+    except ProtocolError as exc:
+        _fail("RemoteProtocolError", str(exc), request, exc)
+    except OSError as exc:
         _fail("ReadError", str(exc), request, exc)
-    finally:
-        response.close()
-    return Response(response.status, response.getheaders(), content, request)
-
-
-class _TooLarge(Exception):
-    pass
+    return Response(status, headers, content, request)
 
 
 class _Deadline(io.RawIOBase):
     """`sock` read until `deadline` (a `time.monotonic()` value; None: no limit), whatever
-    the pace of its bytes; what `http.client` reads an answer from (`makefile`)."""
+    the pace of its bytes; what the answer is read from."""
 
     def __init__(self, sock: socket.socket, deadline: float | None) -> None:
         self._sock = sock
         self._deadline = deadline
-
-    def makefile(self, mode: str) -> io.BufferedReader:
-        return io.BufferedReader(self)
 
     def readable(self) -> bool:
         return True

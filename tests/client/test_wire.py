@@ -104,7 +104,7 @@ def test_a_command_to_a_plain_http_server_never_imports_httpx() -> None:
         "from yoyaku_client.cli import main\n"
         "from yoyaku_client import Client\n"
         "c = Client('http://127.0.0.1:9', token='t')\n"
-        "assert 'httpx' not in sys.modules, 'imported'\n"
+        "assert 'httpx' not in sys.modules and 'ssl' not in sys.modules, 'imported'\n"
         "try:\n"
         "    c.transport.request('GET', '/me/')\n"
         "except Exception as exc:\n"
