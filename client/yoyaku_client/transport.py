@@ -18,7 +18,6 @@ Every request of the SDK goes through `Transport.request`, which decides, from t
 from __future__ import annotations
 
 import enum
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -76,6 +75,8 @@ class RetryPolicy:
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         base = min(self.max_delay, self.base_delay * (2.0 ** max(0, attempt - 1)))
         jitter = min(1.0, max(0.0, self.jitter))
+        import random  # here: a retry is rare, `random` is not on every command's start
+
         wait = base * (1.0 - jitter * random.random())  # noqa: S311 - jitter, not a secret
         if retry_after is not None:
             wait = max(wait, min(retry_after, self.max_delay))
