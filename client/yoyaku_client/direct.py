@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import os
 import socket
+import sys
 import time
 from typing import Any, NoReturn
 
@@ -41,8 +42,13 @@ def direct_possible(base_url: str) -> bool:
     """A plain-HTTP server reached without a proxy, on a system with `sendfile`."""
     if not base_url.startswith("http://") or not hasattr(socket.socket, "sendfile"):
         return False
-    if not any(name.lower().endswith("_proxy") for name in os.environ):
-        return True  # no proxy can be configured: urllib.request (and ssl) stay unimported
+    if sys.platform not in ("darwin", "win32") and not any(
+        name.lower().endswith("_proxy") for name in os.environ
+    ):
+        # Elsewhere `getproxies()` reads only these variables: with none set, no proxy can
+        # be configured, and urllib.request (and ssl) stay unimported. macOS and Windows have
+        # system settings besides, which only `getproxies()` reads.
+        return True
     import urllib.request
 
     proxies = urllib.request.getproxies()  # what httpx reads from the environment too

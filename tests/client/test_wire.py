@@ -5,6 +5,7 @@ httpx."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from typing import Any
@@ -13,6 +14,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from yoyaku_client.direct import direct_possible
+from yoyaku_client.transport import Transport
 from yoyaku_client.wire import Request, Response, Timeout, api_url
 
 BASES = ["http://127.0.0.1:8000", "http://Example.COM", "http://h:80/prefix/", "http://h:9/a/../b"]
@@ -119,3 +122,19 @@ def test_a_command_to_a_plain_http_server_never_imports_httpx() -> None:
     assert done.returncode == 0, done.stderr
     # A connection refused is reported as before: httpx is imported for its error then.
     assert done.stdout.split() == ["TransportError", "True"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "direct"),
+    [(None, True), ("HTTP_PROXY", False), ("http_proxy", False), ("ALL_PROXY", False)],
+)
+def test_a_proxy_in_the_environment_sends_the_requests_through_httpx(
+    monkeypatch: pytest.MonkeyPatch, variable: str | None, direct: bool
+) -> None:
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy"):
+            monkeypatch.delenv(name)
+    if variable is not None:
+        monkeypatch.setenv(variable, "http://proxy.invalid:3128")
+    assert direct_possible("http://127.0.0.1:8000") is direct
+    assert Transport("http://127.0.0.1:8000")._direct is direct
