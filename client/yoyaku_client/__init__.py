@@ -11,7 +11,6 @@ with Client("http://127.0.0.1:8000", token="...") as client:
 ```
 """
 
-from yoyaku_client import _httpx  # noqa: F401 - first: httpx without its command line
 from yoyaku_client.client import Action, Client, WaitTimeout
 from yoyaku_client.endpoints.uploads import ResumableStatus, UploadLimits
 from yoyaku_client.errors import (

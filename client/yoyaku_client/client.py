@@ -9,8 +9,7 @@ raise `ApiError` subclasses (`yoyaku_client.errors`) with the server's `code`, `
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import httpx
+from typing import TYPE_CHECKING
 
 from yoyaku_client.endpoints.account import AccountApi
 from yoyaku_client.endpoints.challenges import ChallengesApi
@@ -21,6 +20,9 @@ from yoyaku_client.endpoints.schedules import Action, SchedulesApi, schedule_tim
 from yoyaku_client.endpoints.submissions import UPLOAD_KEY_FIELD, SubmissionsApi
 from yoyaku_client.endpoints.uploads import UploadsApi
 from yoyaku_client.transport import RetryEvent, RetryPolicy, Transport
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["UPLOAD_KEY_FIELD", "Action", "Client", "WaitTimeout", "schedule_time"]
 

@@ -5,13 +5,13 @@ httpx sends a body from an iterator of `bytes`: every byte of a file is read int
 (a copy out of the page cache) and written to the socket (a copy into the kernel's buffers).
 Here the same request goes out on a socket of its own: the head and the multipart pieces
 with `sendall`, each file with `socket.sendfile`, which gives the socket the file's pages with
-no copy through this process; the answer is read with `http.client`. A request without a
+no copy through this process; the answer is read by `yoyaku_client.answer`. A request without a
 file (a JSON body or none) goes the same way, its body after the head, so a command that
-talks to a plain-HTTP server never loads httpx's transport (httpcore, h11: a tenth of its
-start). The request is an `httpx.Request` (its URL, its headers: the token, the user agent,
-`Content-Length`, `X-Content-SHA256`), sent with `Connection: close` and
-`Accept-Encoding: identity`; the answer is an `httpx.Response`, and a failure is the
-`httpx.TransportError` httpx raises for it, so `Transport` retries and reports it as before.
+talks to a plain-HTTP server never loads httpx. The request is a `wire.Request` (built as
+httpx builds its requests: the URL, the headers: the token, the user agent, `Content-Length`,
+`X-Content-SHA256`), sent with `Connection: close` and `Accept-Encoding: identity`; the
+answer is a `wire.Response`, and a failure is the `httpx.TransportError` httpx raises for it
+(httpx imported then, not before), so `Transport` retries and reports it as before.
 
 Used for a plain-HTTP server when no proxy is configured: over TLS the bytes must pass
 through this process to be encrypted (httpx sends those).
@@ -19,46 +19,61 @@ through this process to be encrypted (httpx sends those).
 
 from __future__ import annotations
 
-import http.client
 import io
+import os
 import socket
+import sys
 import time
-import urllib.request
-from typing import cast
+from typing import Any, NoReturn
 
-import httpx
-
+from yoyaku_client import _httpx
+from yoyaku_client.answer import Disconnected, ProtocolError, TooLarge, read_answer
 from yoyaku_client.multipart import MultipartStream
+from yoyaku_client.wire import Response, Timeout
 
 __all__ = ["MAX_ANSWER_SIZE", "direct_possible", "send_request"]
 
 #: Bytes of an answer's body read at most: the API's answers are JSON documents far smaller
 #: (downloads are streamed through httpx); a larger or endless one is the server's error.
 MAX_ANSWER_SIZE = 64 * 1024 * 1024
-_PIECE = 64 * 1024
 
 
 def direct_possible(base_url: str) -> bool:
     """A plain-HTTP server reached without a proxy, on a system with `sendfile`."""
     if not base_url.startswith("http://") or not hasattr(socket.socket, "sendfile"):
         return False
+    if sys.platform not in ("darwin", "win32") and not any(
+        name.lower().endswith("_proxy") for name in os.environ
+    ):
+        # Elsewhere `getproxies()` reads only these variables: with none set, no proxy can
+        # be configured, and urllib.request (and ssl) stay unimported. macOS and Windows have
+        # system settings besides, which only `getproxies()` reads.
+        return True
+    import urllib.request
+
     proxies = urllib.request.getproxies()  # what httpx reads from the environment too
     return not (proxies.get("http") or proxies.get("all"))
 
 
-def send_request(
-    request: httpx.Request, body: MultipartStream | None, timeout: httpx.Timeout
-) -> httpx.Response:
+def _fail(kind: str, message: str, request: Any, cause: BaseException | None = None) -> NoReturn:
+    """Raise httpx's `kind` of error (httpx is imported only when a request fails)."""
+    error = getattr(_httpx.load(), kind)(message, request=request)
+    raise error from cause
+
+
+def send_request(request: Any, body: MultipartStream | None, timeout: Any) -> Response:
     """Send `request` with `body` written to its socket (without one, the request's own
-    content, e.g. its JSON); its answer, read whole."""
+    content, e.g. its JSON); its answer, read whole. `request` is a `wire.Request` (or an
+    `httpx.Request`), `timeout` a `wire.Timeout` (or an `httpx.Timeout`)."""
+    timeout = Timeout.of(timeout)
     url = request.url
     head = _head(request)  # a header that would end the head early is refused before connecting
     try:
         sock = socket.create_connection((url.host, url.port or 80), timeout=timeout.connect)
     except TimeoutError as exc:
-        raise httpx.ConnectTimeout(str(exc), request=request) from exc
+        _fail("ConnectTimeout", str(exc), request, exc)
     except OSError as exc:
-        raise httpx.ConnectError(str(exc), request=request) from exc
+        _fail("ConnectError", str(exc), request, exc)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(timeout.write)
@@ -73,86 +88,63 @@ def send_request(
             # head: too large, a bad token) and closed: that answer is the request's.
             try:
                 return _answer(sock, request, min(timeout.read or 5.0, 5.0))
-            except httpx.TransportError:
+            except _httpx.load().TransportError:
                 pass
-            if isinstance(exc, TimeoutError):
-                raise httpx.WriteTimeout(str(exc), request=request) from exc
-            raise httpx.WriteError(str(exc), request=request) from exc
+            _fail(
+                "WriteTimeout" if isinstance(exc, TimeoutError) else "WriteError",
+                str(exc),
+                request,
+                exc,
+            )
         return _answer(sock, request, timeout.read)
     finally:
         sock.close()
 
 
-def _head(request: httpx.Request) -> bytes:
+def _head(request: Any) -> bytes:
     target = request.url.raw_path.decode("ascii")
     lines = [f"{request.method} {target} HTTP/1.1"]
     for name, value in request.headers.multi_items():
         if name.lower() in ("connection", "accept-encoding"):
             continue
         if any(c in name + value for c in "\r\n\0"):  # a header of its own: refused (as h11 does)
-            raise httpx.LocalProtocolError(f"Illegal header {name!r}", request=request)
+            _fail("LocalProtocolError", f"Illegal header {name!r}", request)
         lines.append(f"{name}: {value}")
     lines += ["Accept-Encoding: identity", "Connection: close", "", ""]
     return "\r\n".join(lines).encode("latin-1")
 
 
-def _answer(sock: socket.socket, request: httpx.Request, timeout: float | None) -> httpx.Response:
-    """The answer on `sock` as an `httpx.Response`; a failure raises what httpx would.
+def _answer(sock: socket.socket, request: Any, timeout: float | None) -> Response:
+    """The answer on `sock` as a `wire.Response`; a failure raises what httpx would.
 
     `timeout` bounds the whole answer (head and body), not each read: a server that drips a
     byte at a time cannot hold the client past it; the body is read in pieces up to
     `MAX_ANSWER_SIZE` whatever length the server announces."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    reader = cast("socket.socket", _Deadline(sock, deadline))  # what HTTPResponse reads: makefile
-    response = http.client.HTTPResponse(reader, method=request.method)
+    stream = io.BufferedReader(_Deadline(sock, deadline))
     try:
-        response.begin()
-        if response.length is not None and response.length > MAX_ANSWER_SIZE:
-            raise _TooLarge()
-        pieces: list[bytes] = []
-        size = 0
-        while piece := response.read(_PIECE):
-            size += len(piece)
-            if size > MAX_ANSWER_SIZE:
-                raise _TooLarge()
-            pieces.append(piece)
-        content = b"".join(pieces)
-    except _TooLarge as exc:
-        message = f"Answer larger than {MAX_ANSWER_SIZE} bytes."
-        raise httpx.RemoteProtocolError(message, request=request) from exc
+        status, headers, content = read_answer(stream, request.method, MAX_ANSWER_SIZE)
+    except TooLarge as exc:
+        _fail("RemoteProtocolError", f"Answer larger than {MAX_ANSWER_SIZE} bytes.", request, exc)
     except TimeoutError as exc:
-        raise httpx.ReadTimeout(str(exc) or "timed out", request=request) from exc
-    except (OSError, http.client.HTTPException) as exc:
-        if isinstance(exc, http.client.RemoteDisconnected):
-            message = "Server disconnected without sending a response."
-            raise httpx.RemoteProtocolError(message, request=request) from exc
-        if isinstance(exc, http.client.HTTPException):
-            raise httpx.RemoteProtocolError(str(exc), request=request) from exc
-        raise httpx.ReadError(str(exc), request=request) from exc
-    finally:
-        response.close()
-    return httpx.Response(
-        status_code=response.status,
-        headers=response.getheaders(),
-        content=content,
-        request=request,
-    )
-
-
-class _TooLarge(Exception):
-    pass
+        _fail("ReadTimeout", str(exc) or "timed out", request, exc)
+    except Disconnected as exc:
+        message = "Server disconnected without sending a response."
+        _fail("RemoteProtocolError", message, request, exc)
+    except ProtocolError as exc:
+        _fail("RemoteProtocolError", str(exc), request, exc)
+    except OSError as exc:
+        _fail("ReadError", str(exc), request, exc)
+    return Response(status, headers, content, request)
 
 
 class _Deadline(io.RawIOBase):
     """`sock` read until `deadline` (a `time.monotonic()` value; None: no limit), whatever
-    the pace of its bytes; what `http.client` reads an answer from (`makefile`)."""
+    the pace of its bytes; what the answer is read from."""
 
     def __init__(self, sock: socket.socket, deadline: float | None) -> None:
         self._sock = sock
         self._deadline = deadline
-
-    def makefile(self, mode: str) -> io.BufferedReader:
-        return io.BufferedReader(self)
 
     def readable(self) -> bool:
         return True

@@ -13,7 +13,6 @@ import datetime as dt
 import hashlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,6 +135,8 @@ def download(transport: Transport, path: str, dest: Path | str, *, name: str | N
             name or disposition_name(response.headers.get("Content-Disposition", ""))
         )
         digest = hashlib.sha256()
+        import tempfile  # here: tempfile (shutil, bz2, lzma) is not on every command's start
+
         handle, temporary = tempfile.mkstemp(dir=folder, prefix=".yoyaku-", suffix=".part")
         try:
             with os.fdopen(handle, "wb") as out:

@@ -8,7 +8,6 @@ memory; the body's length is computed up front, so the request carries `Content-
 from __future__ import annotations
 
 import os
-import secrets
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -165,7 +164,8 @@ def multipart_body(
     attempt, so a retried upload is sent whole again."""
 
     def build() -> tuple[dict[str, str], MultipartStream]:
-        stream = MultipartStream(secrets.token_hex(16), fields, files, progress)
+        # 128 random bits, as `secrets.token_hex(16)` (without importing `secrets` and `random`)
+        stream = MultipartStream(os.urandom(16).hex(), fields, files, progress)
         headers = {
             "Content-Type": f"multipart/form-data; boundary={stream.boundary}",
             "Content-Length": str(stream.length),

@@ -18,16 +18,14 @@ Every request of the SDK goes through `Transport.request`, which decides, from t
 from __future__ import annotations
 
 import enum
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
-import httpx
-
+from yoyaku_client import _httpx
 from yoyaku_client.direct import direct_possible, send_request
 from yoyaku_client.errors import (
     AmbiguousRequestError,
@@ -36,6 +34,10 @@ from yoyaku_client.errors import (
     error_from_body,
 )
 from yoyaku_client.multipart import MultipartStream
+from yoyaku_client.wire import Request, Response, Timeout, api_url
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["ATTEMPTS_EXTENSION", "Body", "RetryEvent", "RetryPolicy", "Safety", "Transport"]
 
@@ -73,6 +75,8 @@ class RetryPolicy:
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         base = min(self.max_delay, self.base_delay * (2.0 ** max(0, attempt - 1)))
         jitter = min(1.0, max(0.0, self.jitter))
+        import random  # here: a retry is rare, `random` is not on every command's start
+
         wait = base * (1.0 - jitter * random.random())  # noqa: S311 - jitter, not a secret
         if retry_after is not None:
             wait = max(wait, min(retry_after, self.max_delay))
@@ -103,7 +107,8 @@ Body = Callable[[], tuple[dict[str, str], Iterable[bytes | memoryview]]]
 #: Looks up what an earlier attempt may have created; None when it did not.
 Recover = Callable[[], Any]
 
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+#: The transport errors of a request that certainly never reached the server.
+_NOT_SENT = ("ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol")
 
 
 class _Recovered(Exception):
@@ -133,20 +138,21 @@ class Transport:
         headers = {"User-Agent": user_agent, "Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        if timeout is None:
-            timeout = httpx.Timeout(connect=10.0, read=120.0, write=120.0, pool=60.0)
-        self.timeout = httpx.Timeout(timeout)
+        self.timeout = Timeout.of(timeout)
         self._headers = headers
         self._http_transport = http_transport
         self._http: httpx.Client | None = None
         self._http_lock = threading.Lock()
         self._closed = False
         # `<base_url>/api/`, to which a request's path is appended (as httpx's base_url does).
-        self._api = httpx.URL(f"{self.base_url}/api/")
+        self._api = api_url(self.base_url)
         # A plain-HTTP server's requests go out on a socket of their own, a file's bytes by
-        # sendfile (`yoyaku_client.direct`); with a transport given (tests, a caller's own
-        # stack), over TLS or through a proxy, every request goes through httpx.
-        self._direct = http_transport is None and direct_possible(self.base_url)
+        # sendfile (`yoyaku_client.direct`), built without httpx (`yoyaku_client.wire`); with
+        # a transport given (tests, a caller's own stack), over TLS, through a proxy or to a
+        # base URL that needs escaping, every request goes through httpx.
+        self._direct = (
+            http_transport is None and self._api is not None and direct_possible(self.base_url)
+        )
 
     @property
     def http(self) -> httpx.Client:
@@ -157,10 +163,11 @@ class Transport:
             if self._closed:
                 raise RuntimeError("Cannot send a request, as the client has been closed.")
             if self._http is None:
+                httpx = _httpx.load()
                 self._http = httpx.Client(
                     base_url=f"{self.base_url}/api",
                     headers=self._headers,
-                    timeout=self.timeout,
+                    timeout=httpx.Timeout(**self.timeout._asdict()),
                     transport=self._http_transport,
                     follow_redirects=False,
                     # Every request goes to base_url (redirects are not followed): a
@@ -202,8 +209,9 @@ class Transport:
             attempt += 1
             try:
                 response = self._send_once(method, path, query, json, body, headers, auth)
-            except httpx.TransportError as exc:
-                sent = not isinstance(exc, _NOT_SENT)
+            except _httpx.load().TransportError as exc:  # httpx imported only on a failure
+                httpx = _httpx.load()
+                sent = not isinstance(exc, tuple(getattr(httpx, name) for name in _NOT_SENT))
                 reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 if safety is Safety.UNSAFE and sent:
                     raise AmbiguousRequestError(
@@ -267,7 +275,7 @@ class Transport:
         body: Body | None,
         headers: Mapping[str, str] | None,
         auth: bool,
-    ) -> httpx.Response:
+    ) -> Any:  # an `httpx.Response`, or a `wire.Response` that reads as one
         request_headers = dict(headers or {})
         chunks: Iterable[bytes | memoryview] | None = None
         if body is not None:
@@ -280,16 +288,19 @@ class Transport:
             if direct:
                 if self._closed:
                     raise RuntimeError("Cannot send a request, as the client has been closed.")
-                request = httpx.Request(
+                assert self._api is not None  # noqa: S101 - `_direct` says so
+                direct_request = Request(
                     method,
-                    self._api.copy_with(raw_path=self._api.raw_path + target.lstrip("/").encode()),
+                    self._api,
+                    target,
                     params=params or None,
                     json=json,
                     headers={**self._headers, **request_headers},
                 )
                 if not auth:
-                    request.headers.pop("Authorization", None)
-                return send_request(request, cast("MultipartStream | None", chunks), self.timeout)
+                    direct_request.headers.pop("Authorization", None)
+                stream = cast("MultipartStream | None", chunks)
+                return send_request(direct_request, stream, self.timeout)
             request = self.http.build_request(
                 method,
                 target,
@@ -331,7 +342,7 @@ class Transport:
             self._sleep(delay)
 
     @staticmethod
-    def _error(response: httpx.Response, method: str, path: str) -> ApiError:
+    def _error(response: httpx.Response | Response, method: str, path: str) -> ApiError:
         try:
             data = response.json()
         except ValueError:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +197,8 @@ def challenge_push(bundle: Path, dry_run: bool, as_json: bool) -> None:
       yoyaku challenge push digits.zip
     """
     output = output_for(as_json)
+    import tempfile  # here, not on every command's start (with shutil, bz2, lzma)
+
     with tempfile.TemporaryDirectory(prefix="yoyaku-bundle-") as scratch:
         path = _zipped(bundle, Path(scratch)) if bundle.is_dir() else bundle
         with open_client(output) as client:
@@ -285,6 +285,8 @@ def _zipped(folder: Path, scratch: Path) -> Path:
     if not (folder / "challenge.yaml").is_file():
         raise click.BadParameter(f"{folder} has no challenge.yaml", param_hint="BUNDLE")
     target = scratch / f"{folder.resolve().name or 'bundle'}.zip"
+    import zipfile  # here, not on every command's start
+
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(folder.rglob("*")):
             if path.is_file() and not path.is_symlink():

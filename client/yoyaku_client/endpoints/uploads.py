@@ -22,9 +22,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from yoyaku_client.endpoints.base import ApiBase
 from yoyaku_client.errors import (
@@ -38,6 +36,9 @@ from yoyaku_client.errors import (
 from yoyaku_client.models import UploadedFile
 from yoyaku_client.multipart import ProgressCallback
 from yoyaku_client.transport import Safety
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "DRAFT_INTEROP_VERSION",
