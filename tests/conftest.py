@@ -18,9 +18,12 @@ from apps.submissions.models import Submission
 from tests.factories.submissions import make_submission
 from tests.factories.tokens import make_token
 from tests.factories.users import make_user
+from tests.flush import flush_by_delete
 from tests.processes import start_process  # noqa: F401 - a fixture for every test package
 
 UsingPostgres = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+if UsingPostgres:
+    flush_by_delete()
 
 # Hypothesis' wall-clock checks (an example's deadline, input generation "too slow") measure how
 # busy the machine is, not the code: CI runs two suites side by side on pytest-xdist workers.
