@@ -44,8 +44,14 @@ logger = logging.getLogger(__name__)
 _kept: tuple[int, ThreadPoolExecutor] | None = None
 
 
-def _recorded(record: Callable[[], str]) -> str:
-    connection.close_if_unusable_or_obsolete()
+def _recorded(record: Callable[[], str], check: bool) -> str:
+    """Run `record` on the thread's connection; `check` (a chain's first record) replaces the
+    connection first if it is too old (`CONN_MAX_AGE`) or broken, as a request's start does.
+    Not before every record: each check makes the next query run a health check (`SELECT 1`,
+    `CONN_HEALTH_CHECKS`), a round trip per item. A record that fails raises in its chain,
+    which then ends; the next chain's first record checks the connection."""
+    if check:
+        connection.close_if_unusable_or_obsolete()
     return record()
 
 
@@ -87,8 +93,8 @@ class Recorder:
         if self._pool is None:
             self._outcome = record()
         else:
+            self._pending = self._pool.submit(_recorded, record, not self._used)
             self._used = True
-            self._pending = self._pool.submit(_recorded, record)
         return previous
 
     def wait(self) -> str | None:
