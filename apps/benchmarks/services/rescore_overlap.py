@@ -21,10 +21,10 @@ In a cluster's worker the record thread and its database connection outlive the 
 the worker's next chain task records on them. A chain task lasts `RESCORE_BATCH` items, and a
 connection opened per task cost the server a new backend (its start, its catalog caches, the
 record function compiled and its statements planned again) and the worker a connect, every 20
-items (docs/benchmarks.md, "Rescoring: a worker's record thread kept"). The connection is
-checked before each record as before (`CONN_MAX_AGE`, errors), so it is replaced when Django
-would replace any other. Elsewhere (the test suite, `sync`) each chain closes its thread and
-connection when it ends, as before.
+items (docs/benchmarks.md, "Rescoring on PostgreSQL: the record thread kept"). The connection
+is checked at each chain's first record (`CONN_MAX_AGE`, errors: `_recorded`), as a request's
+start checks the web's, so it is replaced when Django would replace any other. Elsewhere (the
+test suite, `sync`) each chain closes its thread and connection when it ends, as before.
 """
 
 from __future__ import annotations
