@@ -268,9 +268,8 @@ def _rescore(
     while not Phase.objects.filter(pk=phase.pk, scoring_version=2).exists():
         if time.monotonic() - started - paused > 3600:
             raise TimeoutError("the rescore did not finish in an hour")
-        # The progress count reads every settled item, so its cost grows with n: every fifth
-        # poll only, so that this script's own queries weigh little on the rescore's side
-        # (the isolated slices run without them; docs/benchmarks.md).
+        # The count reads every settled item (its cost grows with n): every fifth poll only,
+        # as the isolated slices run without this script's queries.
         if due and polls % 5 == 0 and settled.count() >= due[0]:
             due.pop(0)
             paused += slices.run()

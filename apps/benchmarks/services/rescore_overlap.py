@@ -69,6 +69,16 @@ def _kept_pool() -> ThreadPoolExecutor:
     return _kept[1]
 
 
+def kept_close() -> None:
+    """Close this process's kept record thread and its connection, if there is one (a test
+    that ran chains as a cluster worker would)."""
+    global _kept
+    kept, _kept = _kept, None
+    if kept is not None and kept[0] == os.getpid():
+        kept[1].submit(_closed).result()
+        kept[1].shutdown(wait=True)
+
+
 class Recorder:
     """Records a chain's items one after another, off the chain's own thread."""
 
