@@ -339,3 +339,21 @@ def test_conflicting_lengths_read_as_http_client_reads_them() -> None:
     connection is the request's alone, and closed)."""
     data = b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\nContent-Length: 9\r\n\r\n{}xxxxxxx"
     assert _ours(data) == _theirs(data) == (404, b"{}")
+
+
+@pytest.mark.parametrize("offset", ["²", "¹²³", "1²"])
+def test_an_upload_offset_of_non_ascii_digits_is_not_a_number(
+    offset: str, hostile: Callable[[Handle], Hostile]
+) -> None:
+    """`str.isdigit` holds for them and `int` refuses "²": the offset is then the body's."""
+    from yoyaku_client import Client
+
+    head = (
+        f"HTTP/1.1 200 OK\r\nUpload-Offset: {offset}\r\nUpload-Length: {offset}\r\n"
+        "Upload-Complete: ?0\r\nContent-Length: 0\r\n\r\n"
+    )
+    server = hostile(_send(head.encode("latin-1")))
+    client = Client(server.url, token="tok", retry=RetryPolicy.none())
+    status = client.upload_status("abc")
+    client.close()
+    assert (status.offset, status.length, status.complete) == (0, None, False)
