@@ -102,7 +102,7 @@ def _whole(rescore: Rescore, entries: list[Entry]) -> None:
     assert Phase.objects.get(pk=rescore.phase_id).scoring_version == 2
 
 
-def _served_whole(phase_id: int) -> None:
+def _served_whole(phase_id: Any) -> None:
     """The version a phase serves has a score for every counted entry (never a board that
     mixes a version's scores with another's)."""
     phase = Phase.objects.get(pk=phase_id)
