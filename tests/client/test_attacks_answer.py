@@ -357,3 +357,22 @@ def test_an_upload_offset_of_non_ascii_digits_is_not_a_number(
     status = client.upload_status("abc")
     client.close()
     assert (status.offset, status.length, status.complete) == (0, None, False)
+
+
+@pytest.mark.parametrize("charset", ["idna", "undefined", "punycode"])
+def test_an_error_in_a_charset_that_refuses_to_replace_is_the_server_s_error(
+    charset: str, hostile: Callable[[Handle], Hostile], tmp_path: Path
+) -> None:
+    """These codecs raise for `errors="replace"` (httpx's `text` raises for them too): the
+    error body is read as UTF-8 instead of a traceback."""
+    body = b"\xffbad gateway"
+    answer = (
+        f"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset={charset}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    server = hostile(_send(answer))
+    code, stdout, stderr, seconds = run(server.url, tmp_path, "quota")
+    assert "Traceback" not in stdout + stderr, stderr
+    assert code == 1, (stdout, stderr)
+    assert "bad gateway" in stdout.lower(), stdout
+    assert seconds < 10
