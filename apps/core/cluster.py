@@ -52,6 +52,12 @@ _in_cluster = False
 _cluster_stop_event: Any = None
 
 
+def in_cluster() -> bool:
+    """Whether this process is a worker (or another process) of a `GracefulSentinel`'s
+    cluster, rather than one where django-q2 runs tasks in-process (`sync`, the tests)."""
+    return _in_cluster
+
+
 def worker_stopping() -> bool:
     """Whether this worker process was asked to stop (it then takes no new long work)."""
     return _stopping

@@ -1,10 +1,11 @@
 """An HTTP/1.1 answer read from a connection the server closes after it (`Connection: close`).
 
 What `http.client.HTTPResponse` does for a direct request (`yoyaku_client.direct`), with its
-bounds: a line of at most 65,536 bytes, at most 100 header lines, informational (1xx) answers
-skipped, a body by `Transfer-Encoding: chunked`, by `Content-Length` or up to the end of the
-connection, none for `HEAD`, 204 and 304. `http.client` imports `email`'s parser and `ssl`
-(about a seventh of the command line's start-up) for what is here a few lines.
+bounds: a line of at most 65,536 bytes, at most 100 header lines (a folded one counts), a
+head that ends with the connection refused, informational (1xx) answers skipped, a body by
+`Transfer-Encoding: chunked`, by `Content-Length` or up to the end of the connection, none for
+`HEAD`, 204 and 304. `http.client` imports `email`'s parser and `ssl` (about a seventh of the
+command line's start-up) for what is here a few lines.
 
 Raises `Disconnected` when the connection ends before a status line, `ProtocolError` for
 anything that is not an HTTP/1.x answer (with `http.client`'s words where it has some),
@@ -58,19 +59,20 @@ def _status(stream: _Stream) -> int:
     if len(parts) < 2 or not parts[0].startswith("HTTP/"):
         raise ProtocolError(f"Bad status line: {line[:80]!r}")
     code = parts[1]
-    if len(code) != 3 or not code.isdigit() or not 100 <= int(code) <= 999:
+    # ASCII digits only: `isdigit` holds for "²", which `int` refuses.
+    if len(code) != 3 or not (code.isascii() and code.isdigit()) or int(code) < 100:
         raise ProtocolError(f"Bad status line: {line[:80]!r}")
     return int(code)
 
 
 def _headers(stream: _Stream) -> list[tuple[str, str]]:
     items: list[tuple[str, str]] = []
-    while True:
+    for _ in range(_MAX_HEADERS + 1):  # every line counts, a folded one too (as http.client)
         line = _line(stream)
-        if line in (b"\r\n", b"\n", b""):
+        if not line:  # a head cut before its blank line is not an answer
+            raise ProtocolError("the connection ended inside the answer's head")
+        if line in (b"\r\n", b"\n"):
             return items
-        if len(items) >= _MAX_HEADERS:
-            raise ProtocolError(f"got more than {_MAX_HEADERS} headers")
         text = line.decode("iso-8859-1").rstrip("\r\n")
         if text[:1] in (" ", "\t") and items:  # a folded line continues the last header
             name, value = items[-1]
@@ -80,6 +82,7 @@ def _headers(stream: _Stream) -> list[tuple[str, str]]:
         if not colon:
             continue  # as the email parser: a line without a colon is not a header
         items.append((name.strip(), value.strip()))
+    raise ProtocolError(f"got more than {_MAX_HEADERS} headers")
 
 
 def _get(headers: list[tuple[str, str]], name: str) -> str | None:

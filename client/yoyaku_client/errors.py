@@ -164,7 +164,7 @@ def _retry_after(header: str | None, body: dict[str, Any]) -> float | None:
             continue
         try:
             return max(0.0, float(value))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # an integer past a float's range
             continue
     return None
 

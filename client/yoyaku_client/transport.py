@@ -353,8 +353,17 @@ class Transport:
             retry_after_header=response.headers.get("Retry-After"),
             method=method,
             path=path,
-            text=response.text if data is None else "",
+            text=_text(response) if data is None else "",
         )
+
+
+def _text(response: httpx.Response | Response) -> str:
+    """The body as text; a charset whose codec refuses to replace what it cannot decode
+    (`idna`, `undefined`, `punycode`: httpx raises for them) reads as UTF-8."""
+    try:
+        return response.text
+    except UnicodeError:
+        return response.content.decode("utf-8", errors="replace")
 
 
 def _chunks(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes]:

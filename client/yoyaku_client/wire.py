@@ -205,7 +205,7 @@ class Response:
         found = re.search(r"charset=[\"']?([\w.-]+)", kind, re.IGNORECASE)
         try:
             return self.content.decode(found.group(1) if found else "utf-8", errors="replace")
-        except LookupError:
+        except (LookupError, UnicodeError):  # no such codec, or one that refuses "replace"
             return self.content.decode("utf-8", errors="replace")
 
     @property

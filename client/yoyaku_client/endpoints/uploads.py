@@ -93,7 +93,7 @@ class ResumableStatus:
 
 def _header_int(response: httpx.Response, name: str) -> int | None:
     raw = response.headers.get(name, "").strip()
-    return int(raw) if raw.isdigit() else None
+    return int(raw) if raw.isascii() and raw.isdigit() else None  # "²" is a digit to isdigit
 
 
 def _status(upload_id: str, response: httpx.Response, body: dict[str, Any]) -> ResumableStatus:
