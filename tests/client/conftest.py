@@ -20,6 +20,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from tests import faults
+from tests.client.hostile import Handle, Hostile
 from tests.client.proxy import FaultProxy
 from tests.factories.tokens import make_token
 from tests.factories.users import make_user
@@ -203,3 +204,17 @@ def write_files(folder: Path, files: dict[str, bytes | str]) -> Path:
 
 HELLO_MAIN = (EXAMPLES / "hello" / "main.py").read_text()
 HELLO_CONFIG = (EXAMPLES / "hello" / "config.yaml").read_text()
+
+
+@pytest.fixture
+def hostile() -> Iterator[Callable[[Handle], Hostile]]:
+    """A hostile plain-HTTP server on loopback per call (`Hostile`), each closed at the end."""
+    servers: list[Hostile] = []
+
+    def make(handle: Handle) -> Hostile:
+        servers.append(Hostile(handle))
+        return servers[-1]
+
+    yield make
+    for server in servers:
+        server.close()

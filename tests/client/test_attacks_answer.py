@@ -16,12 +16,13 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.client.test_attacks_direct import Handle, Hostile, run
+from tests.client.hostile import Handle, Hostile
+from tests.client.test_attacks_direct import run
 from yoyaku_client.answer import ProtocolError, read_answer
 from yoyaku_client.errors import ApiError, TransportError
 from yoyaku_client.transport import RetryPolicy, Transport
@@ -29,19 +30,6 @@ from yoyaku_client.transport import RetryPolicy, Transport
 NOT_FOUND = b'{"error": "Not found.", "code": "not_found"}'
 HEAD_404 = b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
 LENGTH_404 = HEAD_404 + f"Content-Length: {len(NOT_FOUND)}\r\n\r\n".encode() + NOT_FOUND
-
-
-@pytest.fixture
-def hostile() -> Iterator[Callable[[Handle], Hostile]]:
-    servers: list[Hostile] = []
-
-    def make(handle: Handle) -> Hostile:
-        servers.append(Hostile(handle))
-        return servers[-1]
-
-    yield make
-    for server in servers:
-        server.close()
 
 
 def _send(data: bytes, then_wait: float = 0.0) -> Handle:
