@@ -195,11 +195,10 @@ def test_the_host_console_shows_the_scorers_logs_and_reveals(
         other.close()
 
 
-# Long enough for the page's next poll to find it running on a busy machine (3 s was not).
 SLOW_PROGRAM = """
 import time
 print("halfway there", flush=True)
-time.sleep(8)
+time.sleep(3)
 with open("/output/predictions.csv", "w") as out:
     out.write("id,label\\n")
 print("done", flush=True)
