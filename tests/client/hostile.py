@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 Handle = Callable[[socket.socket], None]
@@ -55,3 +56,15 @@ def _read_head(conn: socket.socket) -> bytes:
         pass
     conn.settimeout(None)
     return data
+
+
+def endless(opening: bytes, line: bytes, seconds: float, copies: int) -> Handle:
+    """A handle that sends `opening`, then `copies` of `line` at a time for `seconds`."""
+
+    def handle(conn: socket.socket) -> None:
+        conn.sendall(opening)
+        ends = time.monotonic() + seconds
+        while time.monotonic() < ends:
+            conn.sendall(line * copies)
+
+    return handle

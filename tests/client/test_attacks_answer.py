@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.client.hostile import Handle, Hostile
+from tests.client.hostile import Handle, Hostile, endless
 from tests.client.test_attacks_direct import run
 from yoyaku_client.answer import ProtocolError, read_answer
 from yoyaku_client.errors import ApiError, TransportError
@@ -52,13 +52,7 @@ def _bytewise(data: bytes) -> Handle:
 
 
 def _endless(opening: bytes, line: bytes, seconds: float = 4.0) -> Handle:
-    def handle(conn: socket.socket) -> None:
-        conn.sendall(opening)
-        ends = time.monotonic() + seconds
-        while time.monotonic() < ends:
-            conn.sendall(line * 16)
-
-    return handle
+    return endless(opening, line, seconds, copies=16)
 
 
 def _get(url: str, timeout: float = 1.0) -> tuple[object, float]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.client.conftest import HELLO_CONFIG, HELLO_MAIN, write_files, yoyaku_command
-from tests.client.hostile import Handle, Hostile
+from tests.client.hostile import Handle, Hostile, endless
 
 TIMEOUT = 1.0  # YOYAKU_TIMEOUT given to the client
 
@@ -59,13 +59,7 @@ def run(
 
 
 def _repeat(line: bytes, seconds: float, head: bytes = b"HTTP/1.1 200 OK\r\n") -> Handle:
-    def handle(conn: socket.socket) -> None:
-        conn.sendall(head)
-        ends = time.monotonic() + seconds
-        while time.monotonic() < ends:
-            conn.sendall(line * 64)
-
-    return handle
+    return endless(head, line, seconds, copies=64)
 
 
 def _drip(opening: bytes, byte: bytes, every: float) -> Handle:
