@@ -250,9 +250,10 @@ class LineReporter(QuietReporter):
 
 
 class ProgressReporter(QuietReporter):
-    """A terminal: a bar per file and one for the whole upload ("k/N files"), drawn as plain
-    lines (`yoyaku_client.bars`); `stream` is drawn for a terminal whatever it is
-    (`--progress` into a file or a pipe)."""
+    """A terminal: a bar per file under way and one for the whole upload ("k/N files"), drawn
+    as plain lines (`yoyaku_client.bars`); `stream` is drawn for a terminal whatever it is
+    (`--progress` into a file or a pipe). The upload's calls come from its senders' threads
+    one at a time (under the upload's lock); the hashing thread touches only its own bar."""
 
     def __init__(self, output: Output, stream: IO[str] | None = None) -> None:
         super().__init__(output)
@@ -261,7 +262,9 @@ class ProgressReporter(QuietReporter):
         self._last_draw = 0.0
         self._hash: int | None = None
         self._overall: int | None = None
-        self._file: int | None = None
+        # The files under way (several at once): their bars and bytes sent, by `id(item)`.
+        self._files: dict[int, int] = {}
+        self._sent: dict[int, int] = {}
         self._base = 0
         self._count = 0
         self._done = 0
@@ -302,7 +305,8 @@ class ProgressReporter(QuietReporter):
         return f"{self._done}/{self._count} files"
 
     def file_started(self, item: LocalFile, index: int, count: int) -> None:
-        self._file = self.bars.add(f"  {terminal_safe(item.name)}", item.size)
+        self._files[id(item)] = self.bars.add(f"  {terminal_safe(item.name)}", item.size)
+        self._sent[id(item)] = 0
 
     def file_progress(self, item: LocalFile, sent: int, total: int) -> None:
         now = time.monotonic()
@@ -311,20 +315,27 @@ class ProgressReporter(QuietReporter):
         self._last_update = now
         # `sent` counts the whole multipart body; scale it to the file's own bytes.
         done = item.size if total <= 0 else min(item.size, sent * item.size // total)
-        if self._file is not None:
-            self.bars.update(self._file, completed=done)
+        self._sent[id(item)] = done
+        bar = self._files.get(id(item))
+        if bar is not None:
+            self.bars.update(bar, completed=done)
         if self._overall is not None:
-            self.bars.update(self._overall, completed=self._base + done)
+            self.bars.update(self._overall, completed=self._base + sum(self._sent.values()))
         self._draw(now)
 
     def file_finished(self, item: LocalFile, index: int, count: int, *, created: bool) -> None:
         self._base += item.size
         self._done = index
-        if self._file is not None:
-            self.bars.remove(self._file)
-            self._file = None
+        self._sent.pop(id(item), None)
+        bar = self._files.pop(id(item), None)
+        if bar is not None:
+            self.bars.remove(bar)
         if self._overall is not None:
-            self.bars.update(self._overall, completed=self._base, description=self._overall_text())
+            self.bars.update(
+                self._overall,
+                completed=self._base + sum(self._sent.values()),
+                description=self._overall_text(),
+            )
         note = "" if created else " (already there: same content)"
         self.message(f"[{index}/{count} files] {item.name} {size(item.size)} uploaded{note}")
 

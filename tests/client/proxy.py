@@ -12,7 +12,9 @@ sends it back, closing the client connection after each answer. Rules change tha
   reading and tells the test (`Pause.reached`); the request goes on only when the test sets
   `Pause.go` (a client killed meanwhile never gets its request to the server).
 
-Every request is logged as (method, path) so tests can count what the client sent.
+Every request is logged as (method, path) so tests can count what the client sent, and the
+span of each (from its head's arrival to its answer's first byte sent, or its end) so they
+can count how many were under way at once.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextlib
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 
 
@@ -55,6 +58,8 @@ class FaultProxy:
         self.log: list[tuple[str, str]] = []
         #: (method, path, body bytes) of each request forwarded whole to the server.
         self.forwarded: list[tuple[str, str, int]] = []
+        #: (method, path, start, end) of each request, in `time.monotonic()` seconds.
+        self.spans: list[tuple[str, str, float, float]] = []
         self.rules: list[Rule] = []
         self._lock = threading.Lock()
         self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -100,6 +105,20 @@ class FaultProxy:
         pattern = re.compile(path)
         with self._lock:
             return sum(n for m, p, n in self.forwarded if m == method and pattern.search(p))
+
+    def most_at_once(self, method: str, path: str) -> int:
+        """The most matching requests that were under way at the same time."""
+        pattern = re.compile(path)
+        with self._lock:
+            spans = [(a, b) for m, p, a, b in self.spans if m == method and pattern.search(p)]
+        # Ends sort before starts at the same instant: a request that ended as another began
+        # was not under way with it.
+        events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+        most = under_way = 0
+        for _, step in events:
+            under_way += step
+            most = max(most, under_way)
+        return most
 
     def close(self) -> None:
         self._closed.set()
@@ -163,6 +182,8 @@ class FaultProxy:
             if name.strip().lower() == "transfer-encoding":
                 raise OSError("the proxy handles Content-Length bodies only")
         rule = self._rule_for(method, path)
+        started = time.monotonic()
+        answered: float | None = None  # when the answer began to go back: the client may go on
         try:
             paused = False
             while len(body) < length:
@@ -202,11 +223,14 @@ class FaultProxy:
                 for line in answer_head.decode("latin-1").split("\r\n")
                 if line.split(":", 1)[0].strip().lower() != "connection"
             ]
+            answered = time.monotonic()
             conn.sendall(
                 "\r\n".join([*answer_lines, "Connection: close"]).encode("latin-1")
                 + sep
                 + answer_body
             )
         finally:
+            with self._lock:
+                self.spans.append((method, path, started, answered or time.monotonic()))
             if rule is not None:
                 rule.done.set()

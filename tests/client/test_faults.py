@@ -27,7 +27,8 @@ RESERVE_PATH = r"^/api/quotas/reservations/$"
 
 @pytest.fixture
 def program(tmp_path: Path) -> Path:
-    # Sorted: config.yaml (creates the draft), helper.py, main.py (one request each).
+    # Sorted: config.yaml (creates the draft), then helper.py and main.py at once (one
+    # request each).
     return write_files(
         tmp_path / "program",
         {"main.py": HELLO_MAIN, "config.yaml": HELLO_CONFIG, "helper.py": "VALUE = 42\n"},
@@ -43,7 +44,7 @@ def _stored(submission: Submission) -> list[str]:
 def test_lost_answers_of_an_upload_and_of_the_job_creation_make_one_file_and_one_job(
     cli: Cli, proxy: FaultProxy, program: Path
 ) -> None:
-    proxy.drop_answer("POST", FILES_PATH)  # helper.py: stored, answer lost
+    proxy.drop_answer("POST", FILES_PATH)  # helper.py or main.py: stored, answer lost
     proxy.drop_answer("POST", JOBS_PATH)  # the job: created, answer lost
 
     result = cli.via(proxy.url).run("submit", str(program), "--json")
@@ -62,7 +63,9 @@ def test_lost_answers_of_an_upload_and_of_the_job_creation_make_one_file_and_one
     assert body["job_id"] == job.pk
     assert body["submission_id"] == submission.pk
     # The retry found what the first attempt did: the stored file (200), the job (replay).
-    assert {f["filename"]: f["action"] for f in body["files"]}["helper.py"] == "replayed"
+    actions = {f["filename"]: f["action"] for f in body["files"]}
+    assert actions.pop("config.yaml") == "uploaded"
+    assert sorted(actions.values()) == ["replayed", "uploaded"]
     assert body["idempotent_hit"] is True
     assert body["matched_existing"] is False
 
@@ -123,7 +126,8 @@ def test_503s_past_the_retry_budget_stop_with_the_servers_message(
     assert result.code == 1
     assert result.json()["code"] == "unavailable"
     assert "Injected fault" in result.stderr
-    assert proxy.count("POST", FILES_PATH) == 3  # 1 + 2 retries
+    # helper.py and main.py were under way together: each tried 1 + 2 times, then it stopped.
+    assert proxy.count("POST", FILES_PATH) == 2 * 3
     assert Job.objects.count() == 0
 
 
@@ -148,8 +152,9 @@ def test_a_400_stops_at_once_with_the_servers_message_and_releases_the_slot(
     assert (body["status"], body["code"]) == (400, "invalid_extension")
     assert "tool.exe" in result.stderr
     assert "retrying" not in result.stderr
-    assert proxy.count("POST", FILES_PATH) == 1  # tool.exe once; config.yaml never sent
-    assert _stored(Submission.objects.get()) == ["main.py"]
+    # tool.exe once (refused, never retried); config.yaml was under way beside it and landed.
+    assert proxy.count("POST", FILES_PATH) == 2
+    assert _stored(Submission.objects.get()) == ["config.yaml", "main.py"]
     assert Job.objects.count() == 0
     assert Reservation.objects.get().released_at is not None
 

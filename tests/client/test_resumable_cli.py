@@ -86,8 +86,9 @@ def test_submit_killed_mid_upload_then_run_again_sends_only_the_bytes_after_the_
     # fourth's rest may still be in the kernel's buffers and reach the server after the kill,
     # making four).
     held = proxy.pause("PATCH", UPLOAD_PATH, skip=3)
+    # One file at a time: main.py waits behind data.py.
     process = cli.via(proxy.url).popen(
-        "submit", str(folder), "--json", YOYAKU_UPLOAD_CHUNK_SIZE=str(MIB)
+        "submit", str(folder), "--json", "--parallel", "1", YOYAKU_UPLOAD_CHUNK_SIZE=str(MIB)
     )
     assert held.reached.wait(timeout=120), "the upload never reached its fourth PATCH"
     _kill(process)

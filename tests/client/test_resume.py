@@ -70,8 +70,9 @@ def test_killed_halfway_through_an_upload_then_run_again_continues_the_same_draf
     cli: Cli, proxy: FaultProxy, five_files: Path
 ) -> None:
     # Hold the second single-file upload (c.py) when half its body has arrived.
+    # One file at a time, so that the second is c.py (files at once: test_parallel_upload).
     held = proxy.pause("POST", FILES_PATH, skip=1)
-    process = cli.via(proxy.url).popen("submit", str(five_files), "--json")
+    process = cli.via(proxy.url).popen("submit", str(five_files), "--json", "--parallel", "1")
     assert held.reached.wait(timeout=60), "the upload never reached c.py"
     _kill(process)
     held.go.set()  # the dead client's half body never reaches the server

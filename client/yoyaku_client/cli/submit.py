@@ -96,6 +96,13 @@ def reporter_for(output: Output, progress: bool | None) -> Reporter:
     help="Progress bars (default: when stderr is a terminal).",
 )
 @click.option(
+    "--parallel",
+    default=2,
+    show_default=True,
+    type=click.IntRange(1, 8),
+    help="Files sent at once after the first (1: one after the other).",
+)
+@click.option(
     "--skip-local-checks",
     is_flag=True,
     help="Send even what the client would refuse (the server then judges).",
@@ -119,6 +126,7 @@ def submit(
     wait: bool,
     timeout: float | None,
     progress: bool | None,
+    parallel: int,
     skip_local_checks: bool,
     as_json: bool,
 ) -> None:
@@ -169,6 +177,7 @@ def submit(
         challenge=challenge,
         phase=phase,
         file_types=file_types,
+        parallel=parallel,
     )
     reporter = reporter_for(output, progress)
     try:

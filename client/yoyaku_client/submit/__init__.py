@@ -11,8 +11,8 @@ The order of a submission (an optional quota reservation, then one file per requ
    job exists, and it is replayed instead of made again;
 4. with `reserve`, hold a quota slot, extended in the background while the upload runs;
 5. create the draft with the first file (or continue the one found), then send the other
-   files one per request with `X-Content-SHA256`, skipping those the server already stores
-   with the same hash; the state file follows every step;
+   files one per request with `X-Content-SHA256`, `parallel` (2) at a time, skipping those the
+   server already stores with the same hash; the state file follows every step;
 6. create the job with the key (and the reservation); any failure releases the reservation.
 """
 

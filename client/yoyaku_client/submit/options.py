@@ -32,6 +32,9 @@ class SubmitOptions:
     phase: str = ""
     #: A predictions phase's file types: the files' extensions, and no program to run.
     file_types: Sequence[str] | None = None
+    #: Files sent at once after the draft's first: the next file's bytes travel while the
+    #: server keeps the one before (1: one after the other).
+    parallel: int = 2
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from yoyaku_client.client import Client
@@ -18,6 +20,21 @@ from yoyaku_client.submit.hashing import HashQueue
 from yoyaku_client.submit.options import FileOutcome, SubmitOptions, SubmitResult
 from yoyaku_client.submit.packing import LocalFile
 from yoyaku_client.submit.reporting import Reporter
+
+
+@dataclass
+class _Batch:
+    """One upload's files under way: what each sender needs, and what they share."""
+
+    key: str
+    state: UploadState
+    options: SubmitOptions
+    hashes: HashQueue
+    count: int
+    started: int = 0
+    finished: int = 0
+    outcomes: dict[str, FileOutcome] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class _Extender:
@@ -162,68 +179,98 @@ class UploadSteps:
                 todo = [first, *(f for f in todo if f is not first)]
         # Hashes are known for every file by now except when uploading to a new draft with an
         # explicit key: there each is awaited just before its file is sent.
-        outcomes: dict[str, FileOutcome] = {
-            f.name: FileOutcome(f.name, f.size, f.sha256, "already stored")
-            for f in files
-            if f.name.lower() in stored
-        }
+        batch = _Batch(key, state, options, hashes, count=len(files))
+        batch.started = batch.finished = len(files) - len(todo)
+        for f in files:
+            if f.name.lower() in stored:
+                batch.outcomes[f.name] = FileOutcome(f.name, f.size, f.sha256, "already stored")
         self.reporter.upload_started(todo, already=len(files) - len(todo))
-        count = len(files)
-        done = len(files) - len(todo)
         try:
             submission_id = draft.submission_id if draft is not None else ""
-            for item in todo:
-                hashes.digest(item)
-                done += 1
-                self.reporter.file_started(item, done, count)
-
-                def progress(sent: int, total: int, item: LocalFile = item) -> None:
-                    self.reporter.file_progress(item, sent, total)
-
-                action = "uploaded"
-                if submission_id and item.size > large:
-                    uploaded, action = self._send_resumable(submission_id, item, progress)
-                    created = uploaded.created
-                elif item.size > large:  # every file is large: the draft starts from an upload
-                    submission, action = self._create_from_resumable(item, key, options, progress)
-                    submission_id = submission.submission_id
-                    state.submission_id = submission_id
-                    created = True
-                elif not submission_id:
-                    submission = self.client.create_submission(
-                        [item.path],
-                        entrypoint=options.entrypoint,
-                        config_file=options.config_file,
-                        metadata=options.metadata,
-                        question_id=options.question_id,
-                        skill=options.skill,
-                        challenge=options.challenge,
-                        phase=options.phase,
-                        sha256=item.sha256,
-                        upload_key=key,
-                        progress=progress,
-                    )
-                    submission_id = submission.submission_id
-                    state.submission_id = submission_id
-                    created = True
-                else:
-                    uploaded = self.client.upload_file(
-                        submission_id,
-                        item.path,
-                        filename=item.name,
-                        sha256=item.sha256,
-                        progress=progress,
-                    )
-                    created = uploaded.created
-                state.files[item.name] = item.sha256
-                state.save()
-                outcomes[item.name] = FileOutcome(
-                    item.name, item.size, item.sha256, action if created else "replayed"
-                )
-                self.reporter.file_finished(item, done, count, created=created)
+            if not submission_id and todo:  # the draft first, from its first file
+                submission_id = self._send(batch, todo[0], "")
+                todo = todo[1:]
+            self._send_all(batch, todo, submission_id)
         finally:
             self.reporter.upload_finished()
-        return submission_id, [outcomes[f.name] for f in files]
+        return submission_id, [batch.outcomes[f.name] for f in files]
+
+    def _send_all(self, batch: _Batch, items: Sequence[LocalFile], submission_id: str) -> None:
+        """Send `items` to the draft, `options.parallel` at a time: the next file starts as
+        soon as one ends, so its bytes travel while the server keeps the one before. The first
+        failure is raised once the files under way have ended (their outcomes in the state
+        file); the files not yet started are not sent."""
+        parallel = min(max(1, batch.options.parallel), len(items))
+        if parallel <= 1:
+            for item in items:
+                self._send(batch, item, submission_id)
+            return
+        pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="yoyaku-upload")
+        try:
+            futures = [pool.submit(self._send, batch, item, submission_id) for item in items]
+            for future in as_completed(futures):
+                if future.exception() is not None:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    future.result()
+        except BaseException:  # Ctrl-C: the process ends; the files under way are dropped
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+
+    def _send(self, batch: _Batch, item: LocalFile, submission_id: str) -> str:
+        """Send one file (to `submission_id`, or as the new draft's first file when empty);
+        the draft's id. Called from several threads: `batch.lock` guards the counts, the
+        outcomes and the state file, and the reporter's calls."""
+        batch.hashes.digest(item)
+        with batch.lock:
+            batch.started += 1
+            self.reporter.file_started(item, batch.started, batch.count)
+
+        def progress(sent: int, total: int) -> None:
+            with batch.lock:
+                self.reporter.file_progress(item, sent, total)
+
+        options = batch.options
+        large = self.limits.max_upload_file_size
+        action = "uploaded"
+        if submission_id and item.size > large:
+            uploaded, action = self._send_resumable(submission_id, item, progress)
+            created = uploaded.created
+        elif item.size > large:  # every file is large: the draft starts from an upload
+            submission, action = self._create_from_resumable(item, batch.key, options, progress)
+            submission_id = submission.submission_id
+            created = True
+        elif not submission_id:
+            submission = self.client.create_submission(
+                [item.path],
+                entrypoint=options.entrypoint,
+                config_file=options.config_file,
+                metadata=options.metadata,
+                question_id=options.question_id,
+                skill=options.skill,
+                challenge=options.challenge,
+                phase=options.phase,
+                sha256=item.sha256,
+                upload_key=batch.key,
+                progress=progress,
+            )
+            submission_id = submission.submission_id
+            created = True
+        else:
+            uploaded = self.client.upload_file(
+                submission_id, item.path, filename=item.name, sha256=item.sha256, progress=progress
+            )
+            created = uploaded.created
+        with batch.lock:
+            batch.state.submission_id = submission_id
+            batch.state.files[item.name] = item.sha256
+            batch.state.save()
+            batch.finished += 1
+            batch.outcomes[item.name] = FileOutcome(
+                item.name, item.size, item.sha256, action if created else "replayed"
+            )
+            self.reporter.file_finished(item, batch.finished, batch.count, created=created)
+        return submission_id
 
     def _send_resumable(
         self, submission_id: str, item: LocalFile, progress: ProgressCallback
