@@ -35,6 +35,13 @@ class _Batch:
     finished: int = 0
     outcomes: dict[str, FileOutcome] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: One lock per large content (sha256, size): files with the same bytes share the state
+    #: file of their resumable upload, so they are sent one after the other.
+    contents: dict[tuple[str, int], threading.Lock] = field(default_factory=dict)
+
+    def content_lock(self, item: LocalFile) -> threading.Lock:
+        with self.lock:
+            return self.contents.setdefault((item.sha256, item.size), threading.Lock())
 
 
 class _Extender:
@@ -234,7 +241,10 @@ class UploadSteps:
         large = self.limits.max_upload_file_size
         action = "uploaded"
         if submission_id and item.size > large:
-            uploaded, action = self._send_resumable(submission_id, item, progress)
+            # Another file with these bytes would carry on the same upload at once, and only
+            # one of the two could become a file: the second starts once the first is attached.
+            with batch.content_lock(item):
+                uploaded, action = self._send_resumable(submission_id, item, progress)
             created = uploaded.created
         elif item.size > large:  # every file is large: the draft starts from an upload
             submission, action = self._create_from_resumable(item, batch.key, options, progress)
