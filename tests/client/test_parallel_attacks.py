@@ -69,3 +69,27 @@ def test_two_large_files_with_the_same_bytes_carried_on_at_once_are_both_attache
     assert (rows["a.py"].size, rows["b.py"].size) == (len(same), len(same))
     assert [j.pk for j in Job.objects.all()] == [again["job_id"]]
     assert list((cli.config_dir / "uploads").glob("resumable-*.json")) == []
+
+
+FILES_PATH = r"^/api/submissions/[0-9a-f]{32}/files/$"
+
+
+def test_no_file_starts_after_a_refusal(cli: Cli, proxy: FaultProxy, tmp_path: Path) -> None:
+    files: dict[str, bytes | str] = {"main.py": HELLO_MAIN, "a.exe": "MZ"}
+    files.update({f"z{i}.py": f"X = {i}\n" for i in range(8)})
+    folder = write_files(tmp_path / "refused", files)
+    # In this order after main.py (the draft's): a.exe, refused at once, then z0..z7. The
+    # sender that a.exe's refusal freed must not take z1 before the run stops.
+    result = cli.via(proxy.url).run(
+        "submit",
+        str(folder / "main.py"),
+        str(folder / "a.exe"),
+        *(str(folder / f"z{i}.py") for i in range(8)),
+        "--skip-local-checks",
+        "--json",
+    )
+
+    assert result.code == 1
+    assert result.json()["code"] == "invalid_extension"
+    # a.exe and the one file under way beside it: none started after the refusal.
+    assert proxy.count("POST", FILES_PATH) <= 2, (proxy.log, result.stderr)

@@ -35,6 +35,8 @@ class _Batch:
     finished: int = 0
     outcomes: dict[str, FileOutcome] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Set when a file failed (or the run was interrupted): a file not started yet is not sent.
+    stopped: bool = False
     #: One lock per large content (sha256, size): files with the same bytes share the state
     #: file of their resumable upload, so they are sent one after the other.
     contents: dict[tuple[str, int], threading.Lock] = field(default_factory=dict)
@@ -214,15 +216,29 @@ class UploadSteps:
             return
         pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="yoyaku-upload")
         try:
-            futures = [pool.submit(self._send, batch, item, submission_id) for item in items]
+            futures = [
+                pool.submit(self._send_or_stop, batch, item, submission_id) for item in items
+            ]
             for future in as_completed(futures):
                 if future.exception() is not None:
                     pool.shutdown(wait=True, cancel_futures=True)
                     future.result()
         except BaseException:  # Ctrl-C: the process ends; the files under way are dropped
+            with batch.lock:
+                batch.stopped = True
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
+
+    def _send_or_stop(self, batch: _Batch, item: LocalFile, submission_id: str) -> None:
+        """`_send` in a pool's thread: a failure stops the batch at once, before the pool's
+        thread takes the next file (which the main thread could not cancel in time)."""
+        try:
+            self._send(batch, item, submission_id)
+        except BaseException:
+            with batch.lock:
+                batch.stopped = True
+            raise
 
     def _send(self, batch: _Batch, item: LocalFile, submission_id: str) -> str:
         """Send one file (to `submission_id`, or as the new draft's first file when empty);
@@ -230,6 +246,8 @@ class UploadSteps:
         outcomes and the state file, and the reporter's calls."""
         batch.hashes.digest(item)
         with batch.lock:
+            if batch.stopped:
+                return submission_id  # another file failed: this one is not sent
             batch.started += 1
             self.reporter.file_started(item, batch.started, batch.count)
 
