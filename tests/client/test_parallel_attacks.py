@@ -5,9 +5,12 @@ point; a second process with the same key)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import random
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +96,97 @@ def test_no_file_starts_after_a_refusal(cli: Cli, proxy: FaultProxy, tmp_path: P
     assert result.json()["code"] == "invalid_extension"
     # a.exe and the one file under way beside it: none started after the refusal.
     assert proxy.count("POST", FILES_PATH) <= 2, (proxy.log, result.stderr)
+
+
+@pytest.fixture
+def many(tmp_path: Path) -> Path:
+    """config.yaml creates the draft; main.py and part0..5.py (about 120 KB each) follow."""
+    files: dict[str, bytes | str] = {"main.py": HELLO_MAIN, "config.yaml": HELLO_CONFIG}
+    for i in range(6):
+        files[f"part{i}.py"] = f"# part {i}\n" + "x = 1\n" * 20_000
+    return write_files(tmp_path / "many", files)
+
+
+def _names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def _state_files(cli: Cli) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in (cli.config_dir / "uploads").glob("*.json")]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_while_two_files_are_held_ends_at_once_and_a_rerun_finishes(
+    cli: Cli, proxy: FaultProxy, many: Path, sig: signal.Signals
+) -> None:
+    held = [proxy.pause("POST", FILES_PATH), proxy.pause("POST", FILES_PATH)]
+    process = cli.via(proxy.url).popen("submit", str(many), "--json")
+    for rule in held:
+        assert rule.reached.wait(timeout=60), "two uploads were not under way at once"
+    os.kill(process.pid, sig)
+    # It ends while both requests are still held (they would hold it 120 s).
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == (130 if sig == signal.SIGINT else -sig), err
+    if sig == signal.SIGINT:
+        assert "interrupted; run the same command again to continue" in err
+        assert "Traceback" not in err
+        assert out == ""
+    for rule in held:
+        rule.go.set()
+        assert rule.done.wait(timeout=60)
+    for state in _state_files(cli):  # each state file is whole JSON
+        assert state["job_id"] == ""
+
+    again = cli.via(proxy.url).json("submit", str(many))
+
+    assert sorted(SubmissionFile.objects.values_list("filename", flat=True)) == _names(many)
+    assert [j.pk for j in Job.objects.all()] == [again["job_id"]]
+
+
+CREATE_PATH = r"^/api/submissions/$"
+JOBS_PATH = r"^/api/jobs/$"
+#: Where each run is killed: `held` requests of a kind held at half their bodies (or, for
+#: the job, whole) after `skip` others of that run; the signal rotates through SIGKILL,
+#: SIGINT, SIGTERM.
+KILL_POINTS = [
+    (CREATE_PATH, 0, 1),
+    (FILES_PATH, 0, 3),
+    (FILES_PATH, 1, 3),
+    (FILES_PATH, 2, 1),
+    (FILES_PATH, 0, 2),
+    (FILES_PATH, 1, 3),
+    (JOBS_PATH, 0, 1),
+]
+
+
+def test_killed_again_and_again_at_many_points_then_run_again_makes_one_job_with_every_file(
+    cli: Cli, proxy: FaultProxy, tmp_path: Path
+) -> None:
+    files: dict[str, bytes | str] = {"main.py": HELLO_MAIN, "config.yaml": HELLO_CONFIG}
+    for i in range(20):
+        files[f"part{i:02}.py"] = f"# part {i}\n" + "x = 1\n" * 20_000
+    folder = write_files(tmp_path / "kills", files)
+    chosen = random.Random(20261129)  # noqa: S311 - when to kill, not a secret
+    signals = [signal.SIGKILL, signal.SIGINT, signal.SIGTERM]
+    for round_, (path, skip, count) in enumerate(KILL_POINTS):
+        held = [proxy.pause("POST", path, skip=skip) for _ in range(count)]
+        process = cli.via(proxy.url).popen("submit", str(folder), "--json", "--parallel", "3")
+        for rule in held:
+            assert rule.reached.wait(timeout=60), f"round {round_}: {path} was never held"
+        time.sleep(chosen.uniform(0, 0.05))
+        process.send_signal(signals[round_ % 3])
+        process.communicate(timeout=60)
+        assert process.returncode != 0
+        for rule in held:
+            rule.go.set()
+            assert rule.done.wait(timeout=60)
+        for state in _state_files(cli):  # each state file is whole JSON, whatever the kill
+            assert state["key"]
+        assert Job.objects.count() <= 1
+        assert SubmissionFile.objects.count() <= len(files)
+
+    again = cli.via(proxy.url).json("submit", str(folder))
+
+    stored = SubmissionFile.objects.filter(submission_id=again["submission_id"])
+    assert sorted(f.filename for f in stored) == sorted(files)
+    assert [j.pk for j in Job.objects.all()] == [again["job_id"]]
