@@ -166,7 +166,7 @@ def test_killed_again_and_again_at_many_points_then_run_again_makes_one_job_with
     for i in range(20):
         files[f"part{i:02}.py"] = f"# part {i}\n" + "x = 1\n" * 20_000
     folder = write_files(tmp_path / "kills", files)
-    chosen = random.Random(20261129)  # noqa: S311 - when to kill, not a secret
+    chosen = random.Random(20261129)
     signals = [signal.SIGKILL, signal.SIGINT, signal.SIGTERM]
     for round_, (path, skip, count) in enumerate(KILL_POINTS):
         held = [proxy.pause("POST", path, skip=skip) for _ in range(count)]
