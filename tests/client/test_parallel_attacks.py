@@ -190,3 +190,29 @@ def test_killed_again_and_again_at_many_points_then_run_again_makes_one_job_with
     stored = SubmissionFile.objects.filter(submission_id=again["submission_id"])
     assert sorted(f.filename for f in stored) == sorted(files)
     assert [j.pk for j in Job.objects.all()] == [again["job_id"]]
+
+
+def test_two_runs_of_one_key_at_once_end_with_the_one_job(
+    cli: Cli, proxy: FaultProxy, many: Path
+) -> None:
+    # Both runs hold their first two files: each made its own draft before either sealed one.
+    held = [proxy.pause("POST", FILES_PATH) for _ in range(4)]
+    runs = [
+        cli.via(proxy.url).popen("submit", str(many), "--json", "--idempotency-key", "ci-42")
+        for _ in range(2)
+    ]
+    for rule in held:
+        assert rule.reached.wait(timeout=60), "both runs were not uploading at once"
+    for rule in held:
+        rule.go.set()
+    ends = [run.communicate(timeout=120) for run in runs]
+
+    for run, (_out, err) in zip(runs, ends, strict=True):
+        assert run.returncode == 0, err
+    bodies = [json.loads(out) for out, _err in ends]
+    job = Job.objects.get()
+    assert [b["job_id"] for b in bodies] == [job.pk, job.pk]
+    assert sorted(b["matched_existing"] for b in bodies) == [False, True]
+    assert [b["submission_id"] for b in bodies] == [job.submission_id] * 2
+    names = SubmissionFile.objects.filter(submission_id=job.submission_id)
+    assert sorted(f.filename for f in names) == _names(many)
