@@ -216,3 +216,44 @@ def test_two_runs_of_one_key_at_once_end_with_the_one_job(
     assert [b["submission_id"] for b in bodies] == [job.submission_id] * 2
     names = SubmissionFile.objects.filter(submission_id=job.submission_id)
     assert sorted(f.filename for f in names) == _names(many)
+
+
+@pytest.mark.parametrize("change", ["truncated", "rewritten", "grown"])
+def test_a_file_changed_while_it_is_sent_beside_another_stores_only_the_bytes_hashed(
+    cli: Cli, proxy: FaultProxy, tmp_path: Path, change: str
+) -> None:
+    big = "# big\n" + "x = 1\n" * 3_000_000  # 18 MB: past the proxy's and the kernel's buffers
+    folder = write_files(
+        tmp_path / "changing",
+        {"main.py": HELLO_MAIN, "config.yaml": HELLO_CONFIG, "zbig.py": big},
+    )
+    # config.yaml makes the draft; main.py and zbig.py are held at once, half sent.
+    held = [proxy.pause("POST", FILES_PATH) for _ in range(2)]
+    process = cli.via(proxy.url).popen("submit", str(folder), "--json")
+    for rule in held:
+        assert rule.reached.wait(timeout=60)
+    with (folder / "zbig.py").open("r+") as handle:
+        if change == "truncated":
+            handle.truncate(1000)
+        elif change == "rewritten":  # the same size, other bytes at the end
+            handle.seek(len(big) - 6)
+            handle.write("y = 2\n")
+        else:  # appended to: the bytes hashed are still the first ones
+            handle.seek(0, os.SEEK_END)
+            handle.write("y = 2\n" * 1000)
+    for rule in held:
+        rule.go.set()
+    out, err = process.communicate(timeout=120)
+
+    assert "Traceback" not in err
+    rows = {f.filename: f for f in SubmissionFile.objects.all()}
+    if change == "grown":
+        assert process.returncode == 0, err
+        assert rows["zbig.py"].size == len(big)
+        assert rows["zbig.py"].sha256 == hashlib.sha256(big.encode()).hexdigest()
+        return
+    assert process.returncode == 1, err
+    assert json.loads(out)["success"] is False
+    assert "zbig.py" not in rows  # neither its bytes cut short nor others under the old hash
+    assert rows["main.py"].sha256 == hashlib.sha256(HELLO_MAIN.encode()).hexdigest()
+    assert Job.objects.count() == 0
