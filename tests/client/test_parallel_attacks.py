@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import time
@@ -257,3 +258,37 @@ def test_a_file_changed_while_it_is_sent_beside_another_stores_only_the_bytes_ha
     assert "zbig.py" not in rows  # neither its bytes cut short nor others under the old hash
     assert rows["main.py"].sha256 == hashlib.sha256(HELLO_MAIN.encode()).hexdigest()
     assert Job.objects.count() == 0
+
+
+def _canned(status: str, code: str, extra: str = "") -> bytes:
+    body = f'{{"success": false, "code": "{code}", "error": "Refused by the test."}}'.encode()
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra}"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
+
+
+def test_a_file_under_way_is_not_sent_again_once_another_was_refused(
+    cli: Cli, proxy: FaultProxy, tmp_path: Path
+) -> None:
+    folder = write_files(
+        tmp_path / "two",
+        {"main.py": HELLO_MAIN, "config.yaml": HELLO_CONFIG, "zz.py": "Z = 1\n"},
+    )
+    # config.yaml makes the draft; main.py and zz.py go at once: the first to arrive is told
+    # to come back in 2 s (503), the other is refused for good (storage quota) meanwhile.
+    busy = proxy.answer(
+        "POST", FILES_PATH, _canned("503 Service Unavailable", "unavailable", "Retry-After: 2\r\n")
+    )
+    refused = proxy.answer(
+        "POST", FILES_PATH, _canned("429 Too Many Requests", "storage_quota_exceeded")
+    )
+    result = cli.via(proxy.url).run("submit", str(folder), "--json", YOYAKU_RETRY_MAX_DELAY="5")
+
+    assert busy.reached.is_set()
+    assert refused.reached.is_set()
+    assert result.code != 0, result.stderr
+    assert result.json()["code"] == "storage_quota_exceeded"
+    # The one told to come back sent no body again (at most its head): the run had failed.
+    assert [f for f in proxy.forwarded if re.search(FILES_PATH, f[1])] == []
+    assert sorted(SubmissionFile.objects.values_list("filename", flat=True)) == ["config.yaml"]

@@ -22,6 +22,10 @@ from yoyaku_client.submit.packing import LocalFile
 from yoyaku_client.submit.reporting import Reporter
 
 
+class _Stopped(Exception):
+    """A file's next attempt, not made: another file failed first."""
+
+
 @dataclass
 class _Batch:
     """One upload's files under way: what each sender needs, and what they share."""
@@ -35,8 +39,11 @@ class _Batch:
     finished: int = 0
     outcomes: dict[str, FileOutcome] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    #: Set when a file failed (or the run was interrupted): a file not started yet is not sent.
+    #: Set when a file failed (or the run was interrupted): a file not started yet is not
+    #: sent, a file under way is not sent again.
     stopped: bool = False
+    #: The first file's failure, raised once the files under way have ended.
+    failure: BaseException | None = None
     #: One lock per large content (sha256, size): files with the same bytes share the state
     #: file of their resumable upload, so they are sent one after the other.
     contents: dict[tuple[str, int], threading.Lock] = field(default_factory=dict)
@@ -208,7 +215,7 @@ class UploadSteps:
         """Send `items` to the draft, `options.parallel` at a time: the next file starts as
         soon as one ends, so its bytes travel while the server keeps the one before. The first
         failure is raised once the files under way have ended (their outcomes in the state
-        file); the files not yet started are not sent."""
+        file); from that failure on, no file starts and none under way is sent again."""
         parallel = min(max(1, batch.options.parallel), len(items))
         if parallel <= 1:
             for item in items:
@@ -221,23 +228,29 @@ class UploadSteps:
             ]
             for future in as_completed(futures):
                 if future.exception() is not None:
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    future.result()
+                    break
         except BaseException:  # Ctrl-C: the process ends; the files under way are dropped
             with batch.lock:
                 batch.stopped = True
             pool.shutdown(wait=False, cancel_futures=True)
             raise
-        pool.shutdown(wait=True)
+        pool.shutdown(wait=True, cancel_futures=True)
+        if batch.failure is not None:
+            raise batch.failure
 
     def _send_or_stop(self, batch: _Batch, item: LocalFile, submission_id: str) -> None:
-        """`_send` in a pool's thread: a failure stops the batch at once, before the pool's
-        thread takes the next file (which the main thread could not cancel in time)."""
+        """`_send` in a pool's thread. A failure stops the batch at once, before the pool's
+        thread takes the next file (which the main thread could not cancel in time), and is
+        kept as the batch's when it is the first."""
         try:
             self._send(batch, item, submission_id)
-        except BaseException:
+        except _Stopped:
+            return  # another file failed first: that failure is the batch's
+        except BaseException as exc:
             with batch.lock:
                 batch.stopped = True
+                if batch.failure is None:
+                    batch.failure = exc
             raise
 
     def _send(self, batch: _Batch, item: LocalFile, submission_id: str) -> str:
@@ -253,6 +266,8 @@ class UploadSteps:
 
         def progress(sent: int, total: int) -> None:
             with batch.lock:
+                if sent == 0 and batch.stopped:  # an attempt begins: not after a failure
+                    raise _Stopped
                 self.reporter.file_progress(item, sent, total)
 
         options = batch.options
