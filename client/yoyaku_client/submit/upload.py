@@ -7,50 +7,19 @@ import contextlib
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from yoyaku_client.client import Client
 from yoyaku_client.config import ResumableState, UploadState
 from yoyaku_client.endpoints.uploads import UploadLimits
-from yoyaku_client.errors import ApiError, ConflictError, YoyakuError
+from yoyaku_client.errors import ApiError, ConflictError, ServerError, YoyakuError
 from yoyaku_client.models import FileInfo, Reservation, Submission, UploadedFile
 from yoyaku_client.multipart import ProgressCallback
+from yoyaku_client.submit.batch import Batch, Stopped
 from yoyaku_client.submit.hashing import HashQueue
 from yoyaku_client.submit.options import FileOutcome, SubmitOptions, SubmitResult
 from yoyaku_client.submit.packing import LocalFile
 from yoyaku_client.submit.reporting import Reporter
-
-
-class _Stopped(Exception):
-    """A file's next attempt, not made: another file failed first."""
-
-
-@dataclass
-class _Batch:
-    """One upload's files under way: what each sender needs, and what they share."""
-
-    key: str
-    state: UploadState
-    options: SubmitOptions
-    hashes: HashQueue
-    count: int
-    started: int = 0
-    finished: int = 0
-    outcomes: dict[str, FileOutcome] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    #: Set when a file failed (or the run was interrupted): a file not started yet is not
-    #: sent, a file under way is not sent again.
-    stopped: bool = False
-    #: The first file's failure, raised once the files under way have ended.
-    failure: BaseException | None = None
-    #: One lock per large content (sha256, size): files with the same bytes share the state
-    #: file of their resumable upload, so they are sent one after the other.
-    contents: dict[tuple[str, int], threading.Lock] = field(default_factory=dict)
-
-    def content_lock(self, item: LocalFile) -> threading.Lock:
-        with self.lock:
-            return self.contents.setdefault((item.sha256, item.size), threading.Lock())
 
 
 class _Extender:
@@ -195,7 +164,7 @@ class UploadSteps:
                 todo = [first, *(f for f in todo if f is not first)]
         # Hashes are known for every file by now except when uploading to a new draft with an
         # explicit key: there each is awaited just before its file is sent.
-        batch = _Batch(key, state, options, hashes, count=len(files))
+        batch = Batch(key, state, options, hashes, count=len(files))
         batch.started = batch.finished = len(files) - len(todo)
         for f in files:
             if f.name.lower() in stored:
@@ -211,7 +180,7 @@ class UploadSteps:
             self.reporter.upload_finished()
         return submission_id, [batch.outcomes[f.name] for f in files]
 
-    def _send_all(self, batch: _Batch, items: Sequence[LocalFile], submission_id: str) -> None:
+    def _send_all(self, batch: Batch, items: Sequence[LocalFile], submission_id: str) -> None:
         """Send `items` to the draft, `options.parallel` at a time: the next file starts as
         soon as one ends, so its bytes travel while the server keeps the one before. The first
         failure is raised once the files under way have ended (their outcomes in the state
@@ -230,30 +199,26 @@ class UploadSteps:
                 if future.exception() is not None:
                     break
         except BaseException:  # Ctrl-C: the process ends; the files under way are dropped
-            with batch.lock:
-                batch.stopped = True
+            batch.stop()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True, cancel_futures=True)
         if batch.failure is not None:
             raise batch.failure
 
-    def _send_or_stop(self, batch: _Batch, item: LocalFile, submission_id: str) -> None:
+    def _send_or_stop(self, batch: Batch, item: LocalFile, submission_id: str) -> None:
         """`_send` in a pool's thread. A failure stops the batch at once, before the pool's
         thread takes the next file (which the main thread could not cancel in time), and is
         kept as the batch's when it is the first."""
         try:
             self._send(batch, item, submission_id)
-        except _Stopped:
+        except Stopped:
             return  # another file failed first: that failure is the batch's
         except BaseException as exc:
-            with batch.lock:
-                batch.stopped = True
-                if batch.failure is None:
-                    batch.failure = exc
+            batch.stop(exc)
             raise
 
-    def _send(self, batch: _Batch, item: LocalFile, submission_id: str) -> str:
+    def _send(self, batch: Batch, item: LocalFile, submission_id: str) -> str:
         """Send one file (to `submission_id`, or as the new draft's first file when empty);
         the draft's id. Called from several threads: `batch.lock` guards the counts, the
         outcomes and the state file, and the reporter's calls."""
@@ -267,7 +232,7 @@ class UploadSteps:
         def progress(sent: int, total: int) -> None:
             with batch.lock:
                 if sent == 0 and batch.stopped:  # an attempt begins: not after a failure
-                    raise _Stopped
+                    raise Stopped
                 self.reporter.file_progress(item, sent, total)
 
         options = batch.options
@@ -300,20 +265,40 @@ class UploadSteps:
             submission_id = submission.submission_id
             created = True
         else:
-            uploaded = self.client.upload_file(
-                submission_id, item.path, filename=item.name, sha256=item.sha256, progress=progress
-            )
+            uploaded = self._upload_when_room(batch, submission_id, item, progress)
             created = uploaded.created
         with batch.lock:
             batch.state.submission_id = submission_id
             batch.state.files[item.name] = item.sha256
             batch.state.save()
-            batch.finished += 1
+            batch.end()
             batch.outcomes[item.name] = FileOutcome(
                 item.name, item.size, item.sha256, action if created else "replayed"
             )
             self.reporter.file_finished(item, batch.finished, batch.count, created=created)
         return submission_id
+
+    def _upload_when_room(
+        self, batch: Batch, submission_id: str, item: LocalFile, progress: ProgressCallback
+    ) -> UploadedFile:
+        """`upload_file`. Refused 503 (the server holds too many of this client's bodies at
+        once), after the transport's retries, while another file of this run is being sent:
+        tried again once one has ended, so the run makes room for itself rather than failing
+        (a resumable upload carries on from the server's offset with retries of its own)."""
+        while True:
+            with batch.lock:
+                ended = batch.finished
+            try:
+                return self.client.upload_file(
+                    submission_id,
+                    item.path,
+                    filename=item.name,
+                    sha256=item.sha256,
+                    progress=progress,
+                )
+            except ServerError as exc:
+                if exc.status != 503 or not batch.wait_for_room(ended):
+                    raise
 
     def _send_resumable(
         self, submission_id: str, item: LocalFile, progress: ProgressCallback

@@ -1,0 +1,51 @@
+"""The server under a client that sends files at once: a real `yoyaku submit --parallel`
+against the web process as production runs it (gunicorn with the product's worker, on
+loopback), with a client address's share of the spool budget smaller than the bodies it sends
+at once; and against the live server, more files than a submission holds, more bytes than the
+storage quota, and names that differ only by case, all at once."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from apps.jobs.models import Job
+from apps.submissions.models import SubmissionFile
+from tests.client.conftest import HELLO_CONFIG, HELLO_MAIN, Cli, token_for, write_files
+from tests.factories.users import make_user
+from tests.processes import Start, start_gunicorn
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+MIB = 1024 * 1024
+
+
+def _stored() -> list[str]:
+    return sorted(SubmissionFile.objects.values_list("filename", flat=True))
+
+
+def test_bodies_past_a_clients_spool_share_are_refused_503_and_the_client_still_sends_each_once(
+    start_process: Start, tmp_path: Path
+) -> None:
+    # One upload body of this client's at a time fits its share (3 MiB); four go at once.
+    port, _ = start_gunicorn(
+        start_process, "web", 1, MAX_REQUEST_BODY_SIZE=str(12 * MIB), WEB_CONCURRENCY="1"
+    )
+    user = make_user(username="parallel")
+    cli = Cli(f"http://127.0.0.1:{port}", token_for(user), tmp_path / "config", {})
+    files: dict[str, bytes | str] = {"main.py": HELLO_MAIN, "config.yaml": HELLO_CONFIG}
+    for i in range(16):
+        files[f"part{i}.py"] = f"# part {i}\n" + "x = 1\n" * (8 * MIB // 6)
+    folder = write_files(tmp_path / "big", files)
+
+    result = cli.run("submit", str(folder), "--json", "--parallel", "8")
+
+    assert result.code == 0, result.stderr
+    body = result.json()
+    assert _stored() == sorted(files)  # every file once (no overshoot, no duplicate)
+    assert [j.pk for j in Job.objects.all()] == [body["job_id"]]
+    log = (tmp_path / "web.log").read_text()
+    assert re.search(r'"POST /api/submissions/\w+/files/ HTTP/1.1" 503', log)  # it was busy
+    assert not re.search(r'" 5\d\d ', log.replace('" 503 ', '"')), log[-3000:]  # only 503s
