@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +50,64 @@ def test_bodies_past_a_clients_spool_share_are_refused_503_and_the_client_still_
     log = (tmp_path / "web.log").read_text()
     assert re.search(r'"POST /api/submissions/\w+/files/ HTTP/1.1" 503', log)  # it was busy
     assert not re.search(r'" 5\d\d ', log.replace('" 503 ', '"')), log[-3000:]  # only 503s
+
+
+def _refused(cli: Cli, folder: Path, code: str) -> None:
+    result = cli.run("submit", str(folder), "--json", "--parallel", "8", "--skip-local-checks")
+    assert result.code != 0, result.stderr
+    assert result.json()["code"] == code, result.stdout
+    assert "Traceback" not in result.stderr
+    assert Job.objects.count() == 0
+
+
+def _parts(tmp_path: Path, count: int, size: int) -> Path:
+    files: dict[str, bytes | str] = {"main.py": HELLO_MAIN, "config.yaml": HELLO_CONFIG}
+    for i in range(count):
+        files[f"part{i}.py"] = f"# {i}\n".encode() + b"#" * (size - len(f"# {i}\n"))
+    return write_files(tmp_path / "parts", files)
+
+
+def test_more_files_at_once_than_a_submission_holds_stop_at_its_limit(
+    cli: Cli, tmp_path: Path, settings: Any
+) -> None:
+    settings.MAX_FILES_PER_SUBMISSION = 5
+    _refused(cli, _parts(tmp_path, 10, 1000), "too_many_files")
+    assert SubmissionFile.objects.count() == 5
+
+
+def test_more_bytes_at_once_than_the_storage_quota_stop_within_it(
+    cli: Cli, tmp_path: Path, settings: Any
+) -> None:
+    settings.QUOTA_MAX_STORAGE_BYTES = 20_000
+    folder = _parts(tmp_path, 10, 4000)
+    _refused(cli, folder, "storage_quota_exceeded")
+    stored = SubmissionFile.objects.all()
+    assert sum(f.size for f in stored) <= 20_000
+    assert len(stored) == len({f.filename.lower() for f in stored})
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_names_that_differ_only_by_case_sent_at_once_land_once(
+    cli: Cli, tmp_path: Path, same: bool
+) -> None:
+    folder = write_files(
+        tmp_path / "case",
+        {
+            "config.yaml": HELLO_CONFIG,
+            "main.py": HELLO_MAIN,
+            "util.py": "A = 1\n",
+            "uTIL.py": "A = 1\n" if same else "A = 2\n",
+        },
+    )
+    # config.yaml makes the draft; main.py, uTIL.py and util.py go at once.
+    result = cli.run("submit", str(folder), "--json", "--skip-local-checks", "--parallel", "8")
+
+    names = [f.lower() for f in _stored()]
+    assert sorted(names) == ["config.yaml", "main.py", "util.py"]  # one of the two, once
+    if same:  # the second is the first's content: a safe replay, and the job is made
+        assert result.code == 0, result.stderr
+        actions = sorted(f["action"] for f in result.json()["files"])
+        assert actions == ["replayed", "uploaded", "uploaded", "uploaded"]
+        return
+    assert result.json()["code"] == "duplicate_filename", result.stdout
+    assert Job.objects.count() == 0
