@@ -46,6 +46,9 @@ def test_bodies_past_a_clients_spool_share_are_refused_503_and_the_client_still_
     assert result.code == 0, result.stderr
     body = result.json()
     assert _stored() == sorted(files)  # every file once (no overshoot, no duplicate)
+    # In the command's order whatever order they ended in, each sent once by the run.
+    assert [f["filename"] for f in body["files"]] == sorted(files)
+    assert {f["action"] for f in body["files"]} == {"uploaded"}
     assert [j.pk for j in Job.objects.all()] == [body["job_id"]]
     log = (tmp_path / "web.log").read_text()
     assert re.search(r'"POST /api/submissions/\w+/files/ HTTP/1.1" 503', log)  # it was busy
