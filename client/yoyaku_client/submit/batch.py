@@ -74,9 +74,11 @@ class Batch:
             self.changed.notify_all()
             try:
                 self.changed.wait_for(
-                    lambda: self.finished > ended
-                    or self.stopped
-                    or self.started - self.finished - self.waiting <= 0
+                    lambda: (
+                        self.finished > ended
+                        or self.stopped
+                        or self.started - self.finished - self.waiting <= 0
+                    )
                 )
                 return self.finished > ended and not self.stopped
             finally:

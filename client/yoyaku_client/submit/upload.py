@@ -4,6 +4,7 @@ enqueue the job with the key; any failure releases the slot."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -198,11 +199,11 @@ class UploadSteps:
             for future in as_completed(futures):
                 if future.exception() is not None:
                     break
+            pool.shutdown(wait=True, cancel_futures=True)
         except BaseException:  # Ctrl-C: the process ends; the files under way are dropped
             batch.stop()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
-        pool.shutdown(wait=True, cancel_futures=True)
         if batch.failure is not None:
             raise batch.failure
 
@@ -282,12 +283,19 @@ class UploadSteps:
         self, batch: Batch, submission_id: str, item: LocalFile, progress: ProgressCallback
     ) -> UploadedFile:
         """`upload_file`. Refused 503 (the server holds too many of this client's bodies at
-        once), after the transport's retries, while another file of this run is being sent:
-        tried again once one has ended, so the run makes room for itself rather than failing
-        (a resumable upload carries on from the server's offset with retries of its own)."""
+        once) while another file of this run is being sent: sent again as soon as one has
+        ended, when its room is free, rather than after the server's `Retry-After`, so the
+        run makes room for itself instead of failing. When no other file is being sent, the
+        client's own policy (`Retry-After` honoured, its attempts). A quick try again always
+        follows another file's end, so they are bounded by the files. (A resumable upload
+        carries on from the server's offset with retries of its own.)"""
+        policy = self.client.transport.retry
+        at_once = dataclasses.replace(policy, retry_statuses=policy.retry_statuses - {503})
+        quick = True
         while True:
             with batch.lock:
                 ended = batch.finished
+                others = quick and batch.started - batch.finished - batch.waiting > 1
             try:
                 return self.client.upload_file(
                     submission_id,
@@ -295,10 +303,17 @@ class UploadSteps:
                     filename=item.name,
                     sha256=item.sha256,
                     progress=progress,
+                    retry=at_once if others else None,
                 )
             except ServerError as exc:
-                if exc.status != 503 or not batch.wait_for_room(ended):
+                if exc.status != 503:
                     raise
+                if batch.wait_for_room(ended):
+                    quick = True  # another file ended: its room is free
+                    continue
+                if not others:
+                    raise  # the client's own policy ran out: the server is busy with others
+                quick = False  # no other file is being sent: the client's own policy next
 
     def _send_resumable(
         self, submission_id: str, item: LocalFile, progress: ProgressCallback
