@@ -295,7 +295,9 @@ class UploadSteps:
         while True:
             with batch.lock:
                 ended = batch.finished
-                others = quick and batch.started - batch.finished - batch.waiting > 1
+                # Others are (or are about to be) sent beside this file: it is neither the
+                # last left nor sent one at a time (a file waiting for room is sent again).
+                others = quick and min(batch.options.parallel, batch.count - batch.finished) > 1
             try:
                 return self.client.upload_file(
                     submission_id,
