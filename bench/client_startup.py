@@ -27,7 +27,6 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,10 +37,7 @@ PYTHON = str(ROOT / ".venv" / "bin" / "python")
 URL = "http://127.0.0.1:9"
 
 RUN = (
-    "import sys\n"
-    "from yoyaku_client.cli import main\n"
-    "sys.argv = ['yoyaku', *sys.argv[1:]]\n"
-    "main()\n"
+    "import sys\nfrom yoyaku_client.cli import main\nsys.argv = ['yoyaku', *sys.argv[1:]]\nmain()\n"
 )
 FIRST_REQUEST = (
     "import os, sys\n"

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from yoyaku_client.errors import YoyakuError
 
-__all__ = ["ApiModel", "api", "decode", "parse_time"]
+__all__ = ["ApiModel", "api", "decode", "parse_time", "to_jsonable"]
 
 T = TypeVar("T")
 M = TypeVar("M", bound="ApiModel")
@@ -155,3 +155,16 @@ def _rule(hint: Any, missing: str, where: str) -> Reader:
 
 def _is_model(hint: Any) -> bool:
     return isinstance(hint, type) and issubclass(hint, ApiModel)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dataclasses, datetimes, lists and dicts → JSON-ready values (what `--json` prints)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    return value

@@ -4,13 +4,12 @@ break an older client; a field whose reading differs from its type's says so in 
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from yoyaku_client.decode import ApiModel, api, decode, parse_time
+from yoyaku_client.decode import ApiModel, api, decode, parse_time, to_jsonable
 
 __all__ = [
     "Claim",
@@ -54,19 +53,6 @@ def nonempty(value: Any) -> Any:
 
 
 def as_given(value: Any) -> Any:
-    return value
-
-
-def to_jsonable(value: Any) -> Any:
-    """Dataclasses, datetimes, lists and dicts → JSON-ready values (what `--json` prints)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_jsonable(v) for v in value]
     return value
 
 

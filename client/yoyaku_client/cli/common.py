@@ -8,14 +8,14 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import click
 
-from yoyaku_client.client import Client
-from yoyaku_client.config import load_settings
-from yoyaku_client.output import Output
-from yoyaku_client.transport import RetryEvent, RetryPolicy
+if TYPE_CHECKING:
+    from yoyaku_client.client import Client
+    from yoyaku_client.output import Output
+    from yoyaku_client.transport import RetryEvent, RetryPolicy
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -69,10 +69,14 @@ def json_option(func: F) -> F:
 
 
 def output_for(as_json: bool) -> Output:
+    from yoyaku_client.output import Output
+
     return Output(json_mode=as_json)
 
 
 def retry_policy() -> RetryPolicy:
+    from yoyaku_client.transport import RetryPolicy
+
     def number(name: str, default: float) -> float:
         raw = os.environ.get(name)
         try:
@@ -88,6 +92,9 @@ def retry_policy() -> RetryPolicy:
 
 
 def open_client(output: Output, *, need_token: bool = True) -> Client:
+    from yoyaku_client.client import Client
+    from yoyaku_client.config import load_settings
+
     settings = load_settings()
     if need_token and not settings.token:
         output.error(
