@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from yoyaku_client.decode import ApiModel, api, decode, parse_time, to_jsonable
+from yoyaku_client.decode import ApiModel, Record, api, decode, parse_time, to_jsonable
 
 if TYPE_CHECKING:
     from yoyaku_client.models_other import (
@@ -75,7 +75,7 @@ def as_given(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class User(ApiModel):
     """A user as the API names one."""
 
@@ -83,7 +83,7 @@ class User(ApiModel):
     username: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Me(User):
     """`GET /api/me/`: the token's user."""
 
@@ -91,7 +91,7 @@ class Me(User):
     is_reviewer: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class FileInfo(ApiModel):
     """A file of a submission."""
 
@@ -101,7 +101,7 @@ class FileInfo(ApiModel):
     uploaded_at: dt.datetime | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class UploadedFile(FileInfo):
     """A file upload's answer; `created` is False when the server already had the same name
     with the same content (a safe retry, answered 200)."""
@@ -122,7 +122,7 @@ class UploadedFile(FileInfo):
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Submission(ApiModel):
     """A submission: a draft while its files arrive, sealed once its job exists."""
 
@@ -140,8 +140,8 @@ class Submission(ApiModel):
     files: list[FileInfo]
 
 
-@dataclass(frozen=True)
-class SubmissionPage:
+@dataclass(frozen=True, eq=False, repr=False)
+class SubmissionPage(Record):
     """A page of `GET /api/submissions/`."""
 
     count: int
@@ -149,8 +149,8 @@ class SubmissionPage:
     results: list[Submission]
 
 
-@dataclass(frozen=True)
-class JobSubmission:
+@dataclass(frozen=True, eq=False, repr=False)
+class JobSubmission(Record):
     """The answer of `POST /api/jobs/`. `idempotent_hit` is True when the key already named a
     job; `attempts` > 1 means the client sent it again (a lost answer, a 5xx, a key in use),
     so a hit then is usually this call's own first attempt."""
@@ -168,7 +168,7 @@ class JobSubmission:
         return decode(cls, data, idempotency_key=key, attempts=attempts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Job(ApiModel):
     """A job: one grading of a submission."""
 
@@ -196,7 +196,7 @@ class Job(ApiModel):
         return self.submission_status == "review_pending"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Reservation(ApiModel):
     """A job slot held by `POST /api/quotas/reservations/` until used, released or expired."""
 

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class JobLogs(ApiModel):
     """`GET /api/jobs/{id}/logs/`: the grader's captured output so far."""
 
@@ -42,7 +42,7 @@ class JobLogs(ApiModel):
     error: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Quota(ApiModel):
     """`GET /api/quotas/me/`: your limits and what you use of them."""
 
@@ -59,7 +59,7 @@ class Quota(ApiModel):
     warnings: list[str]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ApiToken(ApiModel):
     """An API token of yours. `token` (the secret) is set only in the answer that created it:
     the server keeps a hash and can never show it again."""
@@ -73,7 +73,7 @@ class ApiToken(ApiModel):
     token: str | None = field(default=None, metadata=api(decode=as_given))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class LeaderboardRow(ApiModel):
     """One row of a leaderboard."""
 
@@ -84,7 +84,7 @@ class LeaderboardRow(ApiModel):
     completed_at: dt.datetime | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class LeaderboardQuestion(ApiModel):
     """A question that has a leaderboard: its skills, how many users are ranked, the best
     score. `question_id` is empty for submissions sent without one."""
@@ -95,7 +95,7 @@ class LeaderboardQuestion(ApiModel):
     best_score: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ReviewQueueEntry(ApiModel):
     """A submission awaiting a human review."""
 
@@ -109,7 +109,7 @@ class ReviewQueueEntry(ApiModel):
     claim_expires_at: dt.datetime | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Claim(ApiModel):
     """A reviewer's claim on a submission."""
 
@@ -118,7 +118,7 @@ class Claim(ApiModel):
     claim_expires_at: dt.datetime | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ClaimRelease(ApiModel):
     """The answer to releasing a review claim."""
 
@@ -126,7 +126,7 @@ class ClaimRelease(ApiModel):
     released: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ReviewRecord(ApiModel):
     """A human review of a submission."""
 
@@ -138,7 +138,7 @@ class ReviewRecord(ApiModel):
     created_at: dt.datetime | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ReviewOutcome(ApiModel):
     """The answer to completing a review."""
 
@@ -148,7 +148,7 @@ class ReviewOutcome(ApiModel):
     review: ReviewRecord
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Regrade(ApiModel):
     """The answer to asking for a regrade."""
 
@@ -157,7 +157,7 @@ class Regrade(ApiModel):
     job_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class PlanAttempt(ApiModel):
     """One delivery attempt of a plan."""
 
@@ -169,7 +169,7 @@ class PlanAttempt(ApiModel):
     response_excerpt: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Plan(ApiModel):
     """One plan of a Life (its birth or its death): when it is due and how its action went."""
 
@@ -183,7 +183,7 @@ class Plan(ApiModel):
     attempts: list[PlanAttempt]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Life(ApiModel):
     """A schedule booking: a point Life has a birth plan, a term Life a birth and a
     death plan."""
@@ -202,7 +202,7 @@ class Life(ApiModel):
     updated_at: dt.datetime | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class TaskRun(ApiModel):
     """A task run by the task queue."""
 
