@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import reprlib
 import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from yoyaku_client.errors import YoyakuError
+from yoyaku_client.record import Record
 
-__all__ = ["ApiModel", "Record", "api", "decode", "parse_time", "to_jsonable"]
+__all__ = ["ApiModel", "api", "decode", "parse_time", "to_jsonable"]
 
 T = TypeVar("T")
 M = TypeVar("M", bound="ApiModel")
@@ -41,8 +41,8 @@ Reader = Callable[[Any], Any]
 _METADATA_KEY = "yoyaku_api"
 
 
-@dataclasses.dataclass(frozen=True)
-class _Reading:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class _Reading(Record):
     """How one field is read from an answer (see `api`)."""
 
     key: str | None = None
@@ -68,40 +68,6 @@ def parse_time(value: Any) -> dt.datetime | None:
     if text.endswith("Z"):  # fromisoformat reads "Z" only from Python 3.11 on
         text = text[:-1] + "+00:00"
     return dt.datetime.fromisoformat(text)
-
-
-class Record:
-    """`__eq__`, `__hash__` and `__repr__` of a frozen dataclass, written once for every
-    model instead of generated for each: a model is declared `@dataclass(frozen=True,
-    eq=False, repr=False)` and compares, hashes and prints as the dataclass defaults would
-    make it (the fields in order; equal only to an instance of its own class). What the
-    defaults cost is three more functions compiled from source per class when its module is
-    imported, about a third of the time it takes to define it."""
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return _compared(self) == _compared(other)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(tuple(getattr(self, f.name) for f in _fields(self) if _hashed(f)))
-
-    @reprlib.recursive_repr()
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in _fields(self) if f.repr)
-        return f"{self.__class__.__qualname__}({shown})"
-
-
-def _fields(record: Any) -> tuple[dataclasses.Field[Any], ...]:
-    return dataclasses.fields(record)
-
-
-def _compared(record: Any) -> tuple[Any, ...]:
-    return tuple(getattr(record, f.name) for f in _fields(record) if f.compare)
-
-
-def _hashed(item: dataclasses.Field[Any]) -> bool:
-    return item.compare if item.hash is None else bool(item.hash)
 
 
 class ApiModel(Record):

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from yoyaku_client.decode import ApiModel, Record, api, decode, parse_time, to_jsonable
+from yoyaku_client.decode import ApiModel, api, decode, parse_time, to_jsonable
+from yoyaku_client.record import Record
 
 if TYPE_CHECKING:
     from yoyaku_client.models_other import (

@@ -23,6 +23,11 @@ from yoyaku_client import files, models
 from yoyaku_client.cli import COMMANDS, cli
 from yoyaku_client.cli.lazy import LazyGroup
 from yoyaku_client.decode import ApiModel
+from yoyaku_client.endpoints.schedules import Action
+from yoyaku_client.endpoints.uploads import UploadLimits
+from yoyaku_client.record import Record
+from yoyaku_client.submit.options import SubmitOptions
+from yoyaku_client.transport import RetryPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 HELP = json.loads(Path(__file__).with_name("help_snapshot.json").read_text())
@@ -99,6 +104,7 @@ def test_help_lists_every_command_without_importing_one(columns: int) -> None:
         "yoyaku_client.cli.common",
         "yoyaku_client.cli.lazy",
         "yoyaku_client.errors",
+        "yoyaku_client.record",
     }
 
 
@@ -133,10 +139,10 @@ def test_submit_imports_no_other_command_before_its_first_request() -> None:
     assert "yoyaku_client.client" in loaded  # the request came from the client, as it should
 
 
-def test_importing_the_command_line_loads_five_modules_of_the_client() -> None:
+def test_importing_the_command_line_loads_six_modules_of_the_client() -> None:
     done = _run(AFTER_MAIN.replace("main(sys.argv[1:])", "pass"), [])
     assert done.returncode == 0, done.stderr
-    assert len(_ours(json.loads(done.stderr))) <= 5
+    assert len(_ours(json.loads(done.stderr))) <= 6
 
 
 def test_the_sdk_names_still_import_from_the_package() -> None:
@@ -167,6 +173,10 @@ def _samples() -> list[Any]:
     reviews = (files.ArchiveMember, files.StoredFile, files.GradingAttempt, files.ReviewDetail)
     found.extend(kind.from_api({}) for kind in reviews)
     found.append(models.JobSubmission("j", "queued", False, "k", ["w"]))
+    found.append(RetryPolicy())
+    found.append(SubmitOptions(paths=[Path("main.py")], metadata={"a": 1}))
+    found.append(Action(path="/hook/", body={"x": [1]}))
+    found.append(UploadLimits(max_upload_file_size=1, max_resumable_upload_size=2))
     found.append(models.SubmissionPage(1, None, [models.Submission.from_api({"files": [{}]})]))
     return found
 
@@ -193,7 +203,7 @@ def _hash_or_error(item: Any) -> object:
 
 def test_the_models_print_compare_and_hash_as_the_dataclass_defaults() -> None:
     samples = _samples()
-    assert len(samples) == 28  # 22 models of the API, 4 of the review API, 2 others
+    assert len(samples) == 32  # 22 models of the API, 4 of the review API, 6 others
     for item in samples:
         twin = _twin(item)
         assert repr(item) == repr(twin)
@@ -203,6 +213,29 @@ def test_the_models_print_compare_and_hash_as_the_dataclass_defaults() -> None:
         assert item != twin  # another class: never equal, as generated
         with pytest.raises(dataclasses.FrozenInstanceError):
             item.extra = 1
+
+
+def _records(kind: type[Any]) -> list[type[Any]]:
+    found = []
+    for sub in kind.__subclasses__():
+        found += [sub, *_records(sub)]
+    return found
+
+
+def test_every_record_leaves_equality_hash_and_repr_to_record() -> None:
+    # Imported so that their records are defined: every module that declares one.
+    import yoyaku_client.cli.common
+    import yoyaku_client.config
+    import yoyaku_client.multipart
+    import yoyaku_client.submit.options  # noqa: F401
+
+    records = [kind for kind in _records(Record) if dataclasses.is_dataclass(kind)]
+    assert len(records) >= 38
+    for kind in records:
+        params = kind.__dataclass_params__  # type: ignore[attr-defined]
+        assert (params.frozen, params.eq, params.repr) == (True, False, False), kind
+        assert "__eq__" not in vars(kind), kind
+        assert "__repr__" not in vars(kind), kind
 
 
 def test_a_changed_field_makes_a_model_unequal() -> None:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import click
 
+from yoyaku_client.record import Record
+
 if TYPE_CHECKING:
     from yoyaku_client.client import Client
     from yoyaku_client.output import Output
@@ -134,8 +136,8 @@ def json_arg(value: str | None, name: str) -> dict[str, Any] | None:
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
-class IdCommand(Generic[R]):
+@dataclass(frozen=True, eq=False, repr=False)
+class IdCommand(Record, Generic[R]):
     """`yoyaku [GROUP] NAME ID`: resolve ID (a unique prefix gives the whole id), make one
     call, and print its answer: `--json` the answer itself, otherwise `show(output, answer)`.
     `help` is the command's help text, as a docstring would give it."""

@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 from yoyaku_client import models
 from yoyaku_client.endpoints.base import ApiBase
+from yoyaku_client.record import Record
 from yoyaku_client.transport import Safety
 
 if TYPE_CHECKING:
     from yoyaku_client.models import Life, TaskRun
 
 
-@dataclass(frozen=True)
-class Action:
+@dataclass(frozen=True, eq=False, repr=False)
+class Action(Record):
     """What a schedule plan does at its time: a request to a path on the platform (runs as
     you) or to an allowed absolute URL."""
 
