@@ -18,6 +18,8 @@ and after. With `--instructions`, each run is also counted under `valgrind --too
 same way.
 
     python bench/client_startup.py --tree /work/wt/base --tree . --runs 9 [--instructions]
+
+Without `--tree`, this checkout alone (what `make bench` runs).
 """
 
 from __future__ import annotations
@@ -109,11 +111,13 @@ def spread(values: list[float], scale: float, unit: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tree", action="append", type=Path, required=True)
+    parser.add_argument(
+        "--tree", action="append", type=Path, help="a checkout (default: this one); repeat"
+    )
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--instructions", action="store_true")
     options = parser.parse_args()
-    trees = [tree.resolve() for tree in options.tree]
+    trees = [tree.resolve() for tree in options.tree or [Path(__file__).resolve().parent.parent]]
     print(f"load before: {os.getloadavg()[0]:.2f}")
     walls: dict[tuple[str, Path], list[float]] = {}
     counts: dict[tuple[str, Path], list[float]] = {}
