@@ -249,3 +249,11 @@ def test_a_changed_field_makes_a_model_unequal() -> None:
     assert user != models.Me(1, "ann")
     assert hash(user) == hash(models.User(1, "ann")) == hash((1, "ann"))
     assert {user, models.User(1, "ann")} == {user}
+
+
+def test_the_models_defined_on_first_use_are_the_ones_named_for_it() -> None:
+    from yoyaku_client import models, models_other
+
+    assert frozenset(models_other.__all__) == models._OTHER
+    for name in models_other.__all__:
+        assert getattr(models, name) is getattr(models_other, name)
