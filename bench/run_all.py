@@ -42,6 +42,7 @@ NAMED_ONLY = {"chaos"}
 # The quick mode: per script, its arguments, its environment and a line its table always has.
 QUICK: dict[str, tuple[list[str], dict[str, str], str]] = {
     "bundle_memory": ([], {"BENCH_RUNS": "1", "BENCH_BUNDLE_MB": "1"}, "peak RSS growth"),
+    "client_startup": (["--runs", "1"], {}, "submit-help"),
     "client_upload": (
         [],
         {"BENCH_FILES": "2", "BENCH_FILE_MB": "0.0625", "BENCH_ROUNDS": "1"},

@@ -25,6 +25,8 @@ from typing import Any
 
 import click
 
+from yoyaku_client.record import Record
+
 __all__ = [
     "ResumableState",
     "Settings",
@@ -49,8 +51,8 @@ def config_path() -> Path:
     return config_dir() / "config.json"
 
 
-@dataclass(frozen=True)
-class Settings:
+@dataclass(frozen=True, eq=False, repr=False)
+class Settings(Record):
     """The server and token a command uses, and where each came from."""
 
     url: str

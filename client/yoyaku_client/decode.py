@@ -30,8 +30,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from yoyaku_client.errors import YoyakuError
+from yoyaku_client.record import Record
 
-__all__ = ["ApiModel", "api", "decode", "parse_time"]
+__all__ = ["ApiModel", "api", "decode", "parse_time", "to_jsonable"]
 
 T = TypeVar("T")
 M = TypeVar("M", bound="ApiModel")
@@ -40,8 +41,8 @@ Reader = Callable[[Any], Any]
 _METADATA_KEY = "yoyaku_api"
 
 
-@dataclasses.dataclass(frozen=True)
-class _Reading:
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class _Reading(Record):
     """How one field is read from an answer (see `api`)."""
 
     key: str | None = None
@@ -69,7 +70,7 @@ def parse_time(value: Any) -> dt.datetime | None:
     return dt.datetime.fromisoformat(text)
 
 
-class ApiModel:
+class ApiModel(Record):
     """A dataclass that reads itself from an API answer by its fields (see the module)."""
 
     @classmethod
@@ -155,3 +156,16 @@ def _rule(hint: Any, missing: str, where: str) -> Reader:
 
 def _is_model(hint: Any) -> bool:
     return isinstance(hint, type) and issubclass(hint, ApiModel)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dataclasses, datetimes, lists and dicts → JSON-ready values (what `--json` prints)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    return value

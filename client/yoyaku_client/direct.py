@@ -69,7 +69,9 @@ def send_request(request: Any, body: MultipartStream | None, timeout: Any) -> Re
     url = request.url
     head = _head(request)  # a header that would end the head early is refused before connecting
     try:
-        sock = socket.create_connection((url.host, url.port or 80), timeout=timeout.connect)
+        # getaddrinfo takes a host as bytes too; typeshed names str only.
+        address = (_lookup_name(url.host), url.port or 80)
+        sock = socket.create_connection(address, timeout=timeout.connect)  # type: ignore[arg-type]
     except TimeoutError as exc:
         _fail("ConnectTimeout", str(exc), request, exc)
     except OSError as exc:
@@ -99,6 +101,18 @@ def send_request(request: Any, body: MultipartStream | None, timeout: Any) -> Re
         return _answer(sock, request, timeout.read)
     finally:
         sock.close()
+
+
+def _lookup_name(host: str) -> str | bytes:
+    """`host` for `getaddrinfo`: an ASCII name as the bytes the IDNA codec would make of it
+    (the codec's own fast path), so that a request to `127.0.0.1` or `localhost` does not load
+    the codec (`encodings.idna`, `stringprep`: a few ms of a command's start); any other name
+    as it is, for the codec to encode or refuse as before."""
+    if host.isascii():
+        labels = host.split(".")
+        if all(0 < len(label) < 64 for label in labels[:-1]) and len(labels[-1]) < 64:
+            return host.encode("ascii")
+    return host
 
 
 def _head(request: Any) -> bytes:

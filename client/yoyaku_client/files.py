@@ -38,7 +38,7 @@ def _integer(value: Any) -> int | None:
     return value if isinstance(value, int) else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ArchiveMember(ApiModel):
     """An entry of a stored archive's listing."""
 
@@ -47,7 +47,7 @@ class ArchiveMember(ApiModel):
     type: str  # "file" or "folder"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class StoredFile(ApiModel):
     """A stored file as the reader sees it: its text or its archive's listing."""
 
@@ -61,7 +61,7 @@ class StoredFile(ApiModel):
     members_problem: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class GradingAttempt(ApiModel):
     """One attempt at grading a submission."""
 
@@ -73,7 +73,7 @@ class GradingAttempt(ApiModel):
     started_at: dt.datetime | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ReviewDetail(ApiModel):
     """`GET /api/review/submissions/{id}/`: what a reviewer reads before a verdict."""
 

@@ -4,13 +4,32 @@ break an older client; a field whose reading differs from its type's says so in 
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from yoyaku_client.decode import ApiModel, api, decode, parse_time
+from yoyaku_client.decode import ApiModel, api, decode, parse_time, to_jsonable
+from yoyaku_client.record import Record
+
+if TYPE_CHECKING:
+    from yoyaku_client.models_other import (
+        Claim,
+        ClaimRelease,
+        JobLogs,
+        LeaderboardQuestion,
+        LeaderboardRow,
+        Life,
+        Plan,
+        PlanAttempt,
+        Quota,
+        Regrade,
+        ReviewOutcome,
+        ReviewQueueEntry,
+        ReviewRecord,
+        TaskRun,
+    )
 
 __all__ = [
     "Claim",
@@ -57,20 +76,7 @@ def as_given(value: Any) -> Any:
     return value
 
 
-def to_jsonable(value: Any) -> Any:
-    """Dataclasses, datetimes, lists and dicts → JSON-ready values (what `--json` prints)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_jsonable(v) for v in value]
-    return value
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class User(ApiModel):
     """A user as the API names one."""
 
@@ -78,7 +84,7 @@ class User(ApiModel):
     username: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Me(User):
     """`GET /api/me/`: the token's user."""
 
@@ -86,7 +92,7 @@ class Me(User):
     is_reviewer: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class FileInfo(ApiModel):
     """A file of a submission."""
 
@@ -96,7 +102,7 @@ class FileInfo(ApiModel):
     uploaded_at: dt.datetime | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class UploadedFile(FileInfo):
     """A file upload's answer; `created` is False when the server already had the same name
     with the same content (a safe retry, answered 200)."""
@@ -117,7 +123,7 @@ class UploadedFile(FileInfo):
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Submission(ApiModel):
     """A submission: a draft while its files arrive, sealed once its job exists."""
 
@@ -135,8 +141,8 @@ class Submission(ApiModel):
     files: list[FileInfo]
 
 
-@dataclass(frozen=True)
-class SubmissionPage:
+@dataclass(frozen=True, eq=False, repr=False)
+class SubmissionPage(Record):
     """A page of `GET /api/submissions/`."""
 
     count: int
@@ -144,8 +150,8 @@ class SubmissionPage:
     results: list[Submission]
 
 
-@dataclass(frozen=True)
-class JobSubmission:
+@dataclass(frozen=True, eq=False, repr=False)
+class JobSubmission(Record):
     """The answer of `POST /api/jobs/`. `idempotent_hit` is True when the key already named a
     job; `attempts` > 1 means the client sent it again (a lost answer, a 5xx, a key in use),
     so a hit then is usually this call's own first attempt."""
@@ -163,7 +169,7 @@ class JobSubmission:
         return decode(cls, data, idempotency_key=key, attempts=attempts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Job(ApiModel):
     """A job: one grading of a submission."""
 
@@ -191,34 +197,7 @@ class Job(ApiModel):
         return self.submission_status == "review_pending"
 
 
-@dataclass(frozen=True)
-class JobLogs(ApiModel):
-    """`GET /api/jobs/{id}/logs/`: the grader's captured output so far."""
-
-    job_id: str
-    status: str
-    logs: str
-    error: str
-
-
-@dataclass(frozen=True)
-class Quota(ApiModel):
-    """`GET /api/quotas/me/`: your limits and what you use of them."""
-
-    max_concurrent_jobs: int
-    active_jobs: int
-    active_reservations: int
-    available_slots: int
-    max_jobs_per_day: int
-    jobs_last_24h: int
-    monthly_cost_limit: float | None
-    cost_this_month: float
-    storage_bytes: int | None
-    max_storage_bytes: int | None
-    warnings: list[str]
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Reservation(ApiModel):
     """A job slot held by `POST /api/quotas/reservations/` until used, released or expired."""
 
@@ -229,153 +208,35 @@ class Reservation(ApiModel):
     job_id: str
 
 
-@dataclass(frozen=True)
-class ApiToken(ApiModel):
-    """An API token of yours. `token` (the secret) is set only in the answer that created it:
-    the server keeps a hash and can never show it again."""
-
-    id: str
-    name: str
-    scopes: list[str]
-    expires_at: dt.datetime | None
-    created_at: dt.datetime | None = None
-    last_used_at: dt.datetime | None = None
-    token: str | None = field(default=None, metadata=api(decode=as_given))
+def __getattr__(name: str) -> Any:
+    """The models of the other commands (`yoyaku_client.models_other`), defined on first use."""
+    if name not in _OTHER:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module("yoyaku_client.models_other"), name)
+    globals()[name] = value
+    return value
 
 
-@dataclass(frozen=True)
-class LeaderboardRow(ApiModel):
-    """One row of a leaderboard."""
-
-    rank: int
-    user: User
-    score: float
-    submission_id: str
-    completed_at: dt.datetime | None
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_OTHER})
 
 
-@dataclass(frozen=True)
-class LeaderboardQuestion(ApiModel):
-    """A question that has a leaderboard: its skills, how many users are ranked, the best
-    score. `question_id` is empty for submissions sent without one."""
-
-    question_id: str
-    skills: list[str]
-    users: int
-    best_score: float
-
-
-@dataclass(frozen=True)
-class ReviewQueueEntry(ApiModel):
-    """A submission awaiting a human review."""
-
-    submission_id: str = field(metadata=api(key="id"))
-    owner: User | None
-    question_id: str
-    skill: str
-    score: float | None
-    created_at: dt.datetime | None
-    claimed_by: User | None
-    claim_expires_at: dt.datetime | None
-
-
-@dataclass(frozen=True)
-class Claim(ApiModel):
-    """A reviewer's claim on a submission."""
-
-    submission_id: str
-    claimed_by: User | None
-    claim_expires_at: dt.datetime | None
-
-
-@dataclass(frozen=True)
-class ClaimRelease(ApiModel):
-    """The answer to releasing a review claim."""
-
-    submission_id: str
-    released: bool
-
-
-@dataclass(frozen=True)
-class ReviewRecord(ApiModel):
-    """A human review of a submission."""
-
-    id: str
-    verdict: str
-    score: float | None
-    comment: str
-    reviewer: User | None
-    created_at: dt.datetime | None
-
-
-@dataclass(frozen=True)
-class ReviewOutcome(ApiModel):
-    """The answer to completing a review."""
-
-    submission_id: str
-    status: str
-    score: float | None
-    review: ReviewRecord
-
-
-@dataclass(frozen=True)
-class Regrade(ApiModel):
-    """The answer to asking for a regrade."""
-
-    submission_id: str
-    status: str
-    job_id: str
-
-
-@dataclass(frozen=True)
-class PlanAttempt(ApiModel):
-    """One delivery attempt of a plan."""
-
-    number: int
-    started_at: dt.datetime | None
-    status_code: int | None
-    duration_ms: float | None
-    error: str
-    response_excerpt: str
-
-
-@dataclass(frozen=True)
-class Plan(ApiModel):
-    """One plan of a Life (its birth or its death): when it is due and how its action went."""
-
-    kind: str
-    time: dt.datetime | None
-    due_at: dt.datetime | None
-    state: str
-    attempts_count: int
-    webhook_id: str
-    action: dict[str, Any]
-    attempts: list[PlanAttempt]
-
-
-@dataclass(frozen=True)
-class Life(ApiModel):
-    """A schedule booking: a point Life has a birth plan, a term Life a birth and a
-    death plan."""
-
-    life_uuid: str
-    schedule_type: str
-    resource_id: str
-    state: str
-    birth_time: dt.datetime | None
-    death_time: dt.datetime | None
-    birth_action: dict[str, Any] | None
-    death_action: dict[str, Any] | None
-    owner: User | None
-    plans: list[Plan]
-    created_at: dt.datetime | None
-    updated_at: dt.datetime | None
-
-
-@dataclass(frozen=True)
-class TaskRun(ApiModel):
-    """A task run by the task queue."""
-
-    task_id: str
-    topic: str
-    state: str
+_OTHER = frozenset(
+    {
+        "ApiToken",
+        "Claim",
+        "ClaimRelease",
+        "JobLogs",
+        "LeaderboardQuestion",
+        "LeaderboardRow",
+        "Life",
+        "Plan",
+        "PlanAttempt",
+        "Quota",
+        "Regrade",
+        "ReviewOutcome",
+        "ReviewQueueEntry",
+        "ReviewRecord",
+        "TaskRun",
+    }
+)

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from yoyaku_client.record import Record
+
 __all__ = ["CHUNK_SIZE", "FilePart", "MultipartStream", "ProgressCallback", "multipart_body"]
 
 CHUNK_SIZE = 1024 * 1024
@@ -24,8 +26,8 @@ SENDFILE_CHUNK = 4 * 1024 * 1024
 ProgressCallback = Callable[[int, int], None]
 
 
-@dataclass(frozen=True)
-class FilePart:
+@dataclass(frozen=True, eq=False, repr=False)
+class FilePart(Record):
     """A file to send: read from `path`, named `filename` in the form."""
 
     path: Path

@@ -20,12 +20,14 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from yoyaku_client.bars import Bars, binary_size
-from yoyaku_client.models import to_jsonable
-from yoyaku_client.submit import LocalFile, Reporter
+from yoyaku_client.decode import to_jsonable
+from yoyaku_client.submit.reporting import Reporter
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
+
+    from yoyaku_client.submit.packing import LocalFile
 
 # C0 controls but LF and TAB, DEL, C1 controls (CSI U+009B, OSC U+009D, ...), and the
 # bidirectional controls that make a terminal with bidi support reorder a line.

@@ -34,6 +34,7 @@ from yoyaku_client.errors import (
     error_from_body,
 )
 from yoyaku_client.multipart import MultipartStream
+from yoyaku_client.record import Record
 from yoyaku_client.wire import Request, Response, Timeout, api_url
 
 if TYPE_CHECKING:
@@ -57,8 +58,8 @@ class Safety(enum.Enum):
     RECOVERABLE = "recoverable"
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
+@dataclass(frozen=True, eq=False, repr=False)
+class RetryPolicy(Record):
     """Backoff: attempt n waits `min(max_delay, base_delay * 2**(n-1))`, scaled by a random
     factor in [1 - jitter, 1] (full jitter when jitter is 1), or the server's `Retry-After`
     when it is longer (capped by `max_delay`)."""
@@ -88,8 +89,8 @@ class RetryPolicy:
         return cls(max_attempts=1, in_progress_timeout=0.0)
 
 
-@dataclass(frozen=True)
-class RetryEvent:
+@dataclass(frozen=True, eq=False, repr=False)
+class RetryEvent(Record):
     """What `on_retry` is told before the transport waits and sends again."""
 
     method: str

@@ -36,8 +36,11 @@ EXPECTED: dict[str, dict[str, object]] = (
 def _command_paths(command: click.Command, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     paths = [path]
     if isinstance(command, click.Group):
-        for name in sorted(command.commands):
-            paths += _command_paths(command.commands[name], (*path, name))
+        context = click.Context(command)
+        for name in command.list_commands(context):
+            found = command.get_command(context, name)
+            assert found is not None, name
+            paths += _command_paths(found, (*path, name))
     return paths
 
 

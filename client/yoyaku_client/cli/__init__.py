@@ -27,13 +27,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from yoyaku_client import __version__
-from yoyaku_client.cli.account import login, whoami
-from yoyaku_client.cli.challenges import challenge, challenges
 from yoyaku_client.cli.common import (
     EXIT_CODES_HELP,
     EXIT_ERROR,
@@ -42,19 +40,8 @@ from yoyaku_client.cli.common import (
     EXIT_USAGE,
     CliExit,
     State,
-    id_command,
 )
-from yoyaku_client.cli.files import download, review_show
-from yoyaku_client.cli.jobs import JOB_COMMANDS, job, jobs, logs
-from yoyaku_client.cli.leaderboard import leaderboard, questions
-from yoyaku_client.cli.quota import QUOTA_COMMANDS, quota, reserve
-from yoyaku_client.cli.rescore import rescore
-from yoyaku_client.cli.review import review
-from yoyaku_client.cli.schedule import schedule
-from yoyaku_client.cli.submissions import submissions
-from yoyaku_client.cli.submit import submit
-from yoyaku_client.cli.teams import final, team
-from yoyaku_client.cli.tokens import token
+from yoyaku_client.cli.lazy import LazyCommand, LazyGroup
 from yoyaku_client.errors import (
     QUOTA_CODES,
     AmbiguousRequestError,
@@ -62,14 +49,109 @@ from yoyaku_client.errors import (
     TransportError,
     YoyakuError,
 )
-from yoyaku_client.ids import IdError
-from yoyaku_client.output import Output
-from yoyaku_client.submit import LocalRefusal
 
-__all__ = ["cli", "main"]
+if TYPE_CHECKING:
+    from yoyaku_client.output import Output
+
+__all__ = ["COMMANDS", "cli", "main"]
+
+#: Every command of `yoyaku`: its module, its name there, and its line in `yoyaku --help`
+#: (`tests/client/test_start_up.py` holds each line to the command's own help).
+COMMANDS: dict[str, LazyCommand] = {
+    "cancel": LazyCommand("jobs", "JOB_COMMANDS", "Cancel a queued or running job (again: fine)."),
+    "challenge": LazyCommand(
+        "challenges",
+        "challenge",
+        "A challenge: its phases and your team's limits (show), a host's bundle (push).",
+    ),
+    "challenges": LazyCommand(
+        "challenges",
+        "challenges",
+        "List the challenges you may see: public ones and those you host or take part in.",
+    ),
+    "download": LazyCommand(
+        "files",
+        "download",
+        "Download a submission's files (yours, or one you review): FILE by name or id, or "
+        "every file.",
+    ),
+    "final": LazyCommand(
+        "teams", "final", "Choose the submissions a phase's hidden splits rank your team by."
+    ),
+    "job": LazyCommand("jobs", "job", "Show one job (and with --wait, follow it to its end)."),
+    "jobs": LazyCommand("jobs", "jobs", "List your jobs, newest first, with their scores."),
+    "leaderboard": LazyCommand(
+        "leaderboard",
+        "leaderboard",
+        "Best completed score per user, ranked, for each question on its own (no login "
+        "needed while it is public).",
+    ),
+    "login": LazyCommand(
+        "account",
+        "login",
+        "Check a token against the server and save both (file mode 0600), or log in with a "
+        "password to get a new scoped token.",
+    ),
+    "logs": LazyCommand("jobs", "logs", "Print a job's captured output."),
+    "questions": LazyCommand(
+        "leaderboard",
+        "questions",
+        "List the questions that have a leaderboard, with their skills, how many users are "
+        "ranked and the best score (no login needed while the leaderboard is public).",
+    ),
+    "quota": LazyCommand(
+        "quota", "quota", "Show your limits, what you use now, and your reservations."
+    ),
+    "release": LazyCommand("quota", "QUOTA_COMMANDS", "Release a reservation (again: fine)."),
+    "rescore": LazyCommand(
+        "rescore",
+        "rescore",
+        "Show the phase's rescore in its newest scoring version (hosts): done, failed, total.",
+    ),
+    "reserve": LazyCommand(
+        "quota",
+        "reserve",
+        "Hold a concurrent-job slot (e.g. before a long upload); `yoyaku release` frees it.",
+    ),
+    "review": LazyCommand(
+        "review",
+        "review",
+        "Human review (reviewers): queue, claim, extend, release, complete; regrade (staff).",
+    ),
+    "schedule": LazyCommand(
+        "schedule",
+        "schedule",
+        "Webhook reservations at an absolute time: book, list, show, cancel.",
+    ),
+    "submissions": LazyCommand(
+        "submissions",
+        "submissions",
+        "List your submissions, newest first: status, question, skill, score and files.",
+    ),
+    "submit": LazyCommand(
+        "submit", "submit", "Upload files (one per request) and enqueue one job."
+    ),
+    "team": LazyCommand(
+        "teams",
+        "team",
+        "Your team in a challenge: create one, join one with its invite code, show it.",
+    ),
+    "token": LazyCommand(
+        "tokens",
+        "token",
+        "Your API tokens: list, create (scoped, optional expiry), revoke.",
+    ),
+    "whoami": LazyCommand(
+        "account",
+        "whoami",
+        "Show who the token belongs to, and where the settings came from.",
+    ),
+}
 
 
 @click.group(
+    cls=LazyGroup,
+    lazy=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EXIT_CODES_HELP,
 )
@@ -85,17 +167,6 @@ def cli() -> None:
     Settings come from YOYAKU_URL / YOYAKU_TOKEN, else from the file `yoyaku login` writes.
     Add --json after any command for machine-readable output.
     """
-
-
-for _command in (login, whoami, submit, jobs, job, logs, quota, reserve, leaderboard, questions):
-    cli.add_command(_command)
-for _command in (submissions, download, review, schedule, token):
-    cli.add_command(_command)
-for _command in (challenges, challenge, team, final, rescore):
-    cli.add_command(_command)
-for _spec in (*JOB_COMMANDS, *QUOTA_COMMANDS):
-    cli.add_command(id_command(_spec))
-review.add_command(review_show)
 
 
 def _fail(output: Output, code: int, message: str, document: dict[str, Any]) -> NoReturn:
@@ -143,7 +214,6 @@ def end_process(exc: SystemExit) -> NoReturn:
 
 def _run(argv: Sequence[str] | None) -> None:
     State.json_mode = False
-    output = Output()
     try:
         cli.main(
             args=list(argv) if argv is not None else None, prog_name="yoyaku", standalone_mode=False
@@ -156,10 +226,34 @@ def _run(argv: Sequence[str] | None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except (click.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
-        output.error("interrupted; run the same command again to continue")
+        _output(json_mode=False).error("interrupted; run the same command again to continue")
         sys.exit(130)
-    except LocalRefusal as exc:
-        output.json_mode = State.json_mode
+    except YoyakuError as exc:
+        _fail_on(exc)
+    except OSError as exc:  # a local file vanished or could not be read, the config folder...
+        _fail(
+            _output(),
+            EXIT_ERROR,
+            str(exc),
+            {"success": False, "code": "os_error", "error": str(exc)},
+        )
+    sys.exit(EXIT_OK)
+
+
+def _output(*, json_mode: bool | None = None) -> Output:
+    """Where an error is written (imported here: a command that ends well never needs it)."""
+    from yoyaku_client.output import Output
+
+    return Output(json_mode=State.json_mode if json_mode is None else json_mode)
+
+
+def _fail_on(exc: YoyakuError) -> NoReturn:
+    """The message, `--json` document and exit code of an error of the client's."""
+    from yoyaku_client.ids import IdError
+    from yoyaku_client.submit.packing import LocalRefusal
+
+    output = _output()
+    if isinstance(exc, LocalRefusal):
         problems = "\n  ".join(exc.problems)
         _fail(
             output,
@@ -172,16 +266,13 @@ def _run(argv: Sequence[str] | None) -> None:
                 "problems": exc.problems,
             },
         )
-    except IdError as exc:
-        output.json_mode = State.json_mode
+    if isinstance(exc, IdError):
         _fail(output, EXIT_USAGE if exc.usage else EXIT_ERROR, str(exc), exc.to_dict())
-    except ApiError as exc:
-        output.json_mode = State.json_mode
+    if isinstance(exc, ApiError):
         code = EXIT_QUOTA if exc.code in QUOTA_CODES else EXIT_ERROR
         details = "".join(f"\n  {name}: {'; '.join(msgs)}" for name, msgs in exc.fields.items())
         _fail(output, code, f"{exc.error} ({exc.code}, HTTP {exc.status}){details}", exc.to_dict())
-    except TransportError as exc:
-        output.json_mode = State.json_mode
+    if isinstance(exc, TransportError):
         _fail(
             output,
             EXIT_ERROR,
@@ -199,12 +290,4 @@ def _run(argv: Sequence[str] | None) -> None:
                 "attempts": exc.attempts,
             },
         )
-    except YoyakuError as exc:
-        output.json_mode = State.json_mode
-        _fail(output, EXIT_ERROR, str(exc), {"success": False, "code": "error", "error": str(exc)})
-    except OSError as exc:  # a local file vanished or could not be read, the config folder...
-        output.json_mode = State.json_mode
-        _fail(
-            output, EXIT_ERROR, str(exc), {"success": False, "code": "os_error", "error": str(exc)}
-        )
-    sys.exit(EXIT_OK)
+    _fail(output, EXIT_ERROR, str(exc), {"success": False, "code": "error", "error": str(exc)})

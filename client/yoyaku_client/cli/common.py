@@ -8,14 +8,16 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import click
 
-from yoyaku_client.client import Client
-from yoyaku_client.config import load_settings
-from yoyaku_client.output import Output
-from yoyaku_client.transport import RetryEvent, RetryPolicy
+from yoyaku_client.record import Record
+
+if TYPE_CHECKING:
+    from yoyaku_client.client import Client
+    from yoyaku_client.output import Output
+    from yoyaku_client.transport import RetryEvent, RetryPolicy
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -69,10 +71,14 @@ def json_option(func: F) -> F:
 
 
 def output_for(as_json: bool) -> Output:
+    from yoyaku_client.output import Output
+
     return Output(json_mode=as_json)
 
 
 def retry_policy() -> RetryPolicy:
+    from yoyaku_client.transport import RetryPolicy
+
     def number(name: str, default: float) -> float:
         raw = os.environ.get(name)
         try:
@@ -88,6 +94,9 @@ def retry_policy() -> RetryPolicy:
 
 
 def open_client(output: Output, *, need_token: bool = True) -> Client:
+    from yoyaku_client.client import Client
+    from yoyaku_client.config import load_settings
+
     settings = load_settings()
     if need_token and not settings.token:
         output.error(
@@ -127,8 +136,8 @@ def json_arg(value: str | None, name: str) -> dict[str, Any] | None:
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
-class IdCommand(Generic[R]):
+@dataclass(frozen=True, eq=False, repr=False)
+class IdCommand(Record, Generic[R]):
     """`yoyaku [GROUP] NAME ID`: resolve ID (a unique prefix gives the whole id), make one
     call, and print its answer: `--json` the answer itself, otherwise `show(output, answer)`.
     `help` is the command's help text, as a docstring would give it."""

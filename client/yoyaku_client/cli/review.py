@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from yoyaku_client.cli.common import IdCommand, id_command, json_option, open_client, output_for
+from yoyaku_client.cli.files import review_show
 from yoyaku_client.client import Client
 from yoyaku_client.ids import resolve_id, shortener
 from yoyaku_client.models import Claim
@@ -167,3 +168,4 @@ REVIEW_COMMANDS: list[IdCommand[Any]] = [
 ]
 for _spec in REVIEW_COMMANDS:
     review.add_command(id_command(_spec))
+review.add_command(review_show)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,9 +17,6 @@ from yoyaku_client.cli.common import (
     open_client,
     output_for,
 )
-from yoyaku_client.cli.jobs import follow_job
-from yoyaku_client.client import Client
-from yoyaku_client.models import Job
 from yoyaku_client.output import (
     LineReporter,
     Output,
@@ -28,6 +25,10 @@ from yoyaku_client.output import (
     fmt,
 )
 from yoyaku_client.submit import RETRY_STATUSES, Reporter, SubmitOptions, Submitter
+
+if TYPE_CHECKING:
+    from yoyaku_client.client import Client
+    from yoyaku_client.models import Job
 
 
 def reporter_for(output: Output, progress: bool | None) -> Reporter:
@@ -231,6 +232,8 @@ def submit(
                 "retried": result.retried,
             }
             if wait and code == EXIT_OK:
+                from yoyaku_client.cli.jobs import follow_job
+
                 final, code = follow_job(client, output, job.job_id, timeout)
                 submission = client.get_submission(result.submission_id)
                 document.update(

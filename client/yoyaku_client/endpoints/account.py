@@ -5,11 +5,15 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from yoyaku_client import models
 from yoyaku_client.endpoints.base import ApiBase
-from yoyaku_client.models import ApiToken, Me
+from yoyaku_client.models import Me
 from yoyaku_client.transport import Safety
+
+if TYPE_CHECKING:
+    from yoyaku_client.models import ApiToken
 
 
 class AccountApi(ApiBase):
@@ -21,7 +25,7 @@ class AccountApi(ApiBase):
 
     def list_tokens(self) -> list[ApiToken]:
         """`GET /api/tokens/`: your tokens, without their secrets."""
-        return [ApiToken.from_api(t) for t in self._json("GET", "/tokens/")]
+        return [models.ApiToken.from_api(t) for t in self._json("GET", "/tokens/")]
 
     def create_token(
         self,
@@ -51,7 +55,7 @@ class AccountApi(ApiBase):
             raw = f"{username}:{password or ''}".encode()
             headers["Authorization"] = "Basic " + base64.b64encode(raw).decode("ascii")
         data = self._json("POST", "/tokens/", json=body, headers=headers, safety=Safety.UNSAFE)
-        return ApiToken.from_api(data)
+        return models.ApiToken.from_api(data)
 
     def revoke_token(self, token_id: str) -> None:
         """`DELETE /api/tokens/{id}/`: the token stops working at once."""

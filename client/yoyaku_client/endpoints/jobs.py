@@ -5,12 +5,16 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from yoyaku_client import models
 from yoyaku_client.endpoints.base import ApiBase
 from yoyaku_client.errors import YoyakuError
-from yoyaku_client.models import Job, JobLogs, JobSubmission
+from yoyaku_client.models import Job, JobSubmission
 from yoyaku_client.transport import ATTEMPTS_EXTENSION, Safety
+
+if TYPE_CHECKING:
+    from yoyaku_client.models import JobLogs
 
 
 class WaitTimeout(YoyakuError):
@@ -67,7 +71,7 @@ class JobsApi(ApiBase):
 
     def job_logs(self, job_id: str) -> JobLogs:
         """`GET /api/jobs/{id}/logs/`: the grader's captured output so far."""
-        return JobLogs.from_api(self._json("GET", f"/jobs/{job_id}/logs/"))
+        return models.JobLogs.from_api(self._json("GET", f"/jobs/{job_id}/logs/"))
 
     def wait_for_job(
         self,

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from yoyaku_client import models
 from yoyaku_client.endpoints.base import ApiBase
-from yoyaku_client.models import Quota, Reservation
+from yoyaku_client.models import Reservation
 from yoyaku_client.transport import Safety
+
+if TYPE_CHECKING:
+    from yoyaku_client.models import Quota
 
 
 class QuotasApi(ApiBase):
@@ -12,7 +18,7 @@ class QuotasApi(ApiBase):
 
     def quota(self) -> Quota:
         """`GET /api/quotas/me/`: limits and usage."""
-        return Quota.from_api(self._json("GET", "/quotas/me/"))
+        return models.Quota.from_api(self._json("GET", "/quotas/me/"))
 
     def list_reservations(self) -> list[Reservation]:
         """`GET /api/quotas/reservations/`: yours, with their state now."""

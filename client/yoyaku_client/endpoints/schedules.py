@@ -6,15 +6,19 @@ import datetime as dt
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from yoyaku_client import models
 from yoyaku_client.endpoints.base import ApiBase
-from yoyaku_client.models import Life, TaskRun
+from yoyaku_client.record import Record
 from yoyaku_client.transport import Safety
 
+if TYPE_CHECKING:
+    from yoyaku_client.models import Life, TaskRun
 
-@dataclass(frozen=True)
-class Action:
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Action(Record):
     """What a schedule plan does at its time: a request to a path on the platform (runs as
     you) or to an allowed absolute URL."""
 
@@ -59,7 +63,7 @@ class SchedulesApi(ApiBase):
         request is safe to repeat."""
         body = dict(booking)
         body.setdefault("life_uuid", uuid.uuid4().hex)
-        return Life.from_api(self._json("POST", "/schedules/", json=body))
+        return models.Life.from_api(self._json("POST", "/schedules/", json=body))
 
     def book_point(
         self,
@@ -116,11 +120,11 @@ class SchedulesApi(ApiBase):
     ) -> list[Life]:
         """`GET /api/schedules/`: your Lives."""
         params = {"state": state, "resource_id": resource_id, "schedule_type": schedule_type}
-        return [Life.from_api(x) for x in self._json("GET", "/schedules/", params=params)]
+        return [models.Life.from_api(x) for x in self._json("GET", "/schedules/", params=params)]
 
     def get_schedule(self, life_uuid: str) -> Life:
         """`GET /api/schedules/{life_uuid}/`, with plans and every attempt."""
-        return Life.from_api(self._json("GET", f"/schedules/{life_uuid}/"))
+        return models.Life.from_api(self._json("GET", f"/schedules/{life_uuid}/"))
 
     def change_schedule(
         self,
@@ -136,17 +140,17 @@ class SchedulesApi(ApiBase):
             body["birth_time"] = schedule_time(birth_time)
         if death_time is not None:
             body["death_time"] = schedule_time(death_time)
-        return Life.from_api(self._json("PATCH", f"/schedules/{life_uuid}/", json=body))
+        return models.Life.from_api(self._json("PATCH", f"/schedules/{life_uuid}/", json=body))
 
     def cancel_schedule(self, life_uuid: str) -> Life:
         """`DELETE /api/schedules/{life_uuid}/`: before birth → Stillbirth; during a term the
         death action runs now."""
-        return Life.from_api(self._json("DELETE", f"/schedules/{life_uuid}/"))
+        return models.Life.from_api(self._json("DELETE", f"/schedules/{life_uuid}/"))
 
     def create_task(self, topic: str, content: Mapping[str, Any] | None = None) -> TaskRun:
         """`POST /api/schedule/tasks/`: run a task topic once on a worker. Not repeated after
         a lost answer (only a plan's call carries a key the server deduplicates on)."""
         body = {"topic": topic, "content": dict(content or {})}
-        return TaskRun.from_api(
+        return models.TaskRun.from_api(
             self._json("POST", "/schedule/tasks/", json=body, safety=Safety.UNSAFE)
         )

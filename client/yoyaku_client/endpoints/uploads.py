@@ -35,6 +35,7 @@ from yoyaku_client.errors import (
 )
 from yoyaku_client.models import UploadedFile
 from yoyaku_client.multipart import ProgressCallback
+from yoyaku_client.record import Record
 from yoyaku_client.transport import Safety
 
 if TYPE_CHECKING:
@@ -69,8 +70,8 @@ def chunk_size() -> int:
     return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_CHUNK_SIZE
 
 
-@dataclass(frozen=True)
-class UploadLimits:
+@dataclass(frozen=True, eq=False, repr=False)
+class UploadLimits(Record):
     """The server's upload limits: a file above `max_upload_file_size` goes resumably, up to
     `max_resumable_upload_size` (None: the server has no resumable uploads)."""
 
@@ -78,8 +79,8 @@ class UploadLimits:
     max_resumable_upload_size: int | None
 
 
-@dataclass(frozen=True)
-class ResumableStatus:
+@dataclass(frozen=True, eq=False, repr=False)
+class ResumableStatus(Record):
     """An upload's state on the server: `offset` bytes durably stored of `length`."""
 
     upload_id: str

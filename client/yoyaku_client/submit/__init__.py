@@ -16,19 +16,25 @@ The order of a submission (an optional quota reservation, then one file per requ
 6. create the job with the key (and the reservation); any failure releases the reservation.
 """
 
-from yoyaku_client.submit.hashing import HashQueue, default_idempotency_key, hash_files
-from yoyaku_client.submit.options import FileOutcome, SubmitOptions, SubmitResult
-from yoyaku_client.submit.packing import (
-    LocalFile,
-    LocalRefusal,
-    allowed_extensions,
-    check_files,
-    collect_files,
-    name_problem,
-)
-from yoyaku_client.submit.reporting import Reporter
-from yoyaku_client.submit.resume import RETRY_STATUSES, retry_key
-from yoyaku_client.submit.submitter import Submitter
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from yoyaku_client.submit.hashing import HashQueue, default_idempotency_key, hash_files
+    from yoyaku_client.submit.options import FileOutcome, SubmitOptions, SubmitResult
+    from yoyaku_client.submit.packing import (
+        LocalFile,
+        LocalRefusal,
+        allowed_extensions,
+        check_files,
+        collect_files,
+        name_problem,
+    )
+    from yoyaku_client.submit.reporting import Reporter
+    from yoyaku_client.submit.resume import RETRY_STATUSES, retry_key
+    from yoyaku_client.submit.submitter import Submitter
 
 __all__ = [
     "RETRY_STATUSES",
@@ -48,3 +54,36 @@ __all__ = [
     "name_problem",
     "retry_key",
 ]
+
+# Each name's module, imported on its first use: the reporters' base (`Reporter`) and the
+# files' checks load without the steps that send (`Submitter`, the client).
+_HOMES = {
+    "RETRY_STATUSES": "resume",
+    "FileOutcome": "options",
+    "HashQueue": "hashing",
+    "LocalFile": "packing",
+    "LocalRefusal": "packing",
+    "Reporter": "reporting",
+    "SubmitOptions": "options",
+    "SubmitResult": "options",
+    "Submitter": "submitter",
+    "allowed_extensions": "packing",
+    "check_files": "packing",
+    "collect_files": "packing",
+    "default_idempotency_key": "hashing",
+    "hash_files": "hashing",
+    "name_problem": "packing",
+    "retry_key": "resume",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from yoyaku_client.models import JobSubmission
+from yoyaku_client.record import Record
 
 
-@dataclass(frozen=True)
-class SubmitOptions:
+@dataclass(frozen=True, eq=False, repr=False)
+class SubmitOptions(Record):
     """What `Submitter.run` is asked to send, and how."""
 
     paths: Sequence[Path]
@@ -37,8 +38,8 @@ class SubmitOptions:
     parallel: int = 2
 
 
-@dataclass(frozen=True)
-class FileOutcome:
+@dataclass(frozen=True, eq=False, repr=False)
+class FileOutcome(Record):
     """What happened to one file of a submission."""
 
     filename: str
@@ -49,8 +50,8 @@ class FileOutcome:
     action: str
 
 
-@dataclass(frozen=True)
-class SubmitResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class SubmitResult(Record):
     """What `Submitter.run` did: the submission, its job and each file's outcome."""
 
     submission_id: str
