@@ -292,3 +292,24 @@ def test_a_file_under_way_is_not_sent_again_once_another_was_refused(
     # The one told to come back sent no body again (at most its head): the run had failed.
     assert [f for f in proxy.forwarded if re.search(FILES_PATH, f[1])] == []
     assert sorted(SubmissionFile.objects.values_list("filename", flat=True)) == ["config.yaml"]
+
+
+@pytest.mark.parametrize("after", ["99999999999999999999", "1" + "0" * 400, "-5", "soon"])
+@pytest.mark.parametrize("parallel", ["1", "2"])
+def test_a_503_with_an_endless_or_odd_retry_after_ends_the_run_well(
+    cli: Cli, proxy: FaultProxy, many: Path, after: str, parallel: str
+) -> None:
+    # The first upload after the draft's is told to come back after `after` seconds: alone,
+    # the client's policy reads it (capped, or ignored); beside another file, it is sent
+    # again once that one ends.
+    proxy.answer(
+        "POST",
+        FILES_PATH,
+        _canned("503 Service Unavailable", "unavailable", f"Retry-After: {after}\r\n"),
+    )
+
+    body = cli.via(proxy.url).json("submit", str(many), "--parallel", parallel)
+
+    assert [f["filename"] for f in body["files"]] == _names(many)
+    assert sorted(SubmissionFile.objects.values_list("filename", flat=True)) == _names(many)
+    assert [j.pk for j in Job.objects.all()] == [body["job_id"]]
