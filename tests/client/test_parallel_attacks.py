@@ -313,3 +313,28 @@ def test_a_503_with_an_endless_or_odd_retry_after_ends_the_run_well(
     assert [f["filename"] for f in body["files"]] == _names(many)
     assert sorted(SubmissionFile.objects.values_list("filename", flat=True)) == _names(many)
     assert [j.pk for j in Job.objects.all()] == [body["job_id"]]
+
+
+def test_the_bars_show_at_most_parallel_files_and_count_each_file_once(
+    cli: Cli, proxy: FaultProxy, many: Path
+) -> None:
+    # Two uploads held at once, so that frames are drawn with both bars up.
+    held = [proxy.pause("POST", FILES_PATH), proxy.pause("POST", FILES_PATH)]
+    process = cli.via(proxy.url).popen("submit", str(many), "--progress", "--parallel", "3")
+    for rule in held:
+        assert rule.reached.wait(timeout=60)
+    for rule in held:
+        rule.go.set()
+    _out, err = process.communicate(timeout=120)
+
+    assert process.returncode == 0, err
+    # Only the bars' own sequences: cursor up, clear down, colours.
+    plain = re.sub(r"\x1b\[(\d+A|J|[\d;]*m)", "", err)
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", plain), repr(plain[-500:])
+    # Each frame (what follows a clear) shows at most three files' bars beside the overall.
+    for frame in err.split("\x1b[J")[1:]:
+        bars = [line for line in frame.split("\n") if line.startswith("  ") and "━" in line]
+        assert len(bars) <= 3, frame
+    lines = re.findall(r"\[(\d+)/(\d+) files\] (\S+)", plain)
+    assert [int(k) for k, _n, _name in lines] == list(range(1, len(_names(many)) + 1))
+    assert sorted(name for _k, _n, name in lines) == _names(many)
