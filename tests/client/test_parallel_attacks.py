@@ -193,10 +193,21 @@ def test_killed_again_and_again_at_many_points_then_run_again_makes_one_job_with
     assert [j.pk for j in Job.objects.all()] == [again["job_id"]]
 
 
+@pytest.mark.parametrize("draft", [False, True])
 def test_two_runs_of_one_key_at_once_end_with_the_one_job(
-    cli: Cli, proxy: FaultProxy, many: Path
+    cli: Cli, proxy: FaultProxy, many: Path, draft: bool
 ) -> None:
-    # Both runs hold their first two files: each made its own draft before either sealed one.
+    if draft:  # a killed run left a draft of the key: both runs carry it on at once
+        first = [proxy.pause("POST", FILES_PATH) for _ in range(2)]
+        killed = cli.via(proxy.url).popen("submit", str(many), "--idempotency-key", "ci-42")
+        for rule in first:
+            assert rule.reached.wait(timeout=60)
+        _kill(killed, signal.SIGKILL)
+        for rule in first:
+            rule.go.set()
+            assert rule.done.wait(timeout=60)
+    # Both runs hold their first two files: without a draft, each made its own before either
+    # sealed one.
     held = [proxy.pause("POST", FILES_PATH) for _ in range(4)]
     runs = [
         cli.via(proxy.url).popen("submit", str(many), "--json", "--idempotency-key", "ci-42")
