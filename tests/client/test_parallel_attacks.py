@@ -21,6 +21,7 @@ from apps.jobs.models import Job
 from apps.submissions.models import SubmissionFile
 from tests.client.conftest import HELLO_CONFIG, HELLO_MAIN, Cli, write_files
 from tests.client.proxy import FaultProxy
+from tests.processes import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -225,7 +226,8 @@ def test_two_runs_of_one_key_at_once_end_with_the_one_job(
     bodies = [json.loads(out) for out, _err in ends]
     job = Job.objects.get()
     assert [b["job_id"] for b in bodies] == [job.pk, job.pk]
-    assert sorted(b["matched_existing"] for b in bodies) == [False, True]
+    # One made it; the other's request for it was answered with it (a replay of the key).
+    assert sorted(b["idempotent_hit"] for b in bodies) == [False, True]
     assert [b["submission_id"] for b in bodies] == [job.submission_id] * 2
     names = SubmissionFile.objects.filter(submission_id=job.submission_id)
     assert sorted(f.filename for f in names) == _names(many)
@@ -350,3 +352,33 @@ def test_the_bars_show_at_most_parallel_files_and_count_each_file_once(
     lines = re.findall(r"\[(\d+)/(\d+) files\] (\S+)", plain)
     assert [int(k) for k, _n, _name in lines] == list(range(1, len(_names(many)) + 1))
     assert sorted(name for _k, _n, name in lines) == _names(many)
+
+
+def test_a_run_whose_draft_another_run_of_the_key_sealed_meanwhile_ends_with_its_job(
+    cli: Cli, proxy: FaultProxy, many: Path
+) -> None:
+    first = [proxy.pause("POST", FILES_PATH) for _ in range(2)]
+    killed = cli.via(proxy.url).popen("submit", str(many), "--idempotency-key", "ci-43")
+    for rule in first:
+        assert rule.reached.wait(timeout=60)
+    _kill(killed, signal.SIGKILL)
+    for rule in first:
+        rule.go.set()
+        assert rule.done.wait(timeout=60)
+    left = len(_names(many)) - SubmissionFile.objects.count()
+    # Both runs send the files the draft lacks; the very last of those requests is held
+    # until the other run has sealed the draft with the key's job.
+    last = proxy.pause("POST", FILES_PATH, skip=2 * left - 1)
+    runs = [
+        cli.via(proxy.url).popen("submit", str(many), "--json", "--idempotency-key", "ci-43")
+        for _ in range(2)
+    ]
+    assert last.reached.wait(timeout=60)
+    wait_for(Job.objects.exists, 60, "the other run's job")
+    last.go.set()
+    ends = [run.communicate(timeout=120) for run in runs]
+
+    for run, (_out, err) in zip(runs, ends, strict=True):
+        assert run.returncode == 0, err
+    job = Job.objects.get()
+    assert [json.loads(out)["job_id"] for out, _err in ends] == [job.pk, job.pk]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from yoyaku_client.client import Client
 from yoyaku_client.config import UploadState
-from yoyaku_client.errors import IdempotencyKeyReused
+from yoyaku_client.errors import ConflictError, IdempotencyKeyReused
 from yoyaku_client.models import Submission
 from yoyaku_client.submit.hashing import HashQueue, default_idempotency_key
 from yoyaku_client.submit.options import SubmitOptions, SubmitResult
@@ -106,7 +106,11 @@ class Submitter(ResumeSteps, UploadSteps):
                 result = self._upload_and_enqueue(
                     draft, key, state, files, options, left_out, hashes
                 )
-            except IdempotencyKeyReused:
+            except (IdempotencyKeyReused, ConflictError) as exc:
+                # Another run of the key sealed first: its own draft (the job's key is taken)
+                # or the draft both carried on (a file sent after the seal is refused).
+                if isinstance(exc, ConflictError) and exc.code != "submission_sealed":
+                    raise
                 twin = self._twin(key, state, files, options, left_out)
                 if twin is None:
                     raise
@@ -123,9 +127,10 @@ class Submitter(ResumeSteps, UploadSteps):
         options: SubmitOptions,
         left_out: list[Path],
     ) -> SubmitResult | None:
-        """The job of the key was refused for this run's draft: another run of the key (at the
-        same time, from its own draft) sealed first. When its submission holds these files,
-        its job is this run's (replayed, as a later run would); else None (the refusal stands)."""
+        """The job of the key was refused for this run's draft, or a file for the draft it
+        carried on: another run of the key (at the same time) sealed first. When its
+        submission holds these files, its job is this run's (replayed, as a later run would);
+        else None (the refusal stands)."""
         ours = {f.name.lower(): f.sha256 for f in files}
         for found in self._find_on_server(key):
             stored = {f.filename.lower(): f.sha256 for f in found.files}
