@@ -195,14 +195,16 @@ class Transport:
         safety: Safety = Safety.SAFE,
         recover: Recover | None = None,
         auth: bool = True,
+        retry: RetryPolicy | None = None,
     ) -> httpx.Response | Any:
         """Send until a 2xx answer (returned), an error that is not retried (raised as
         `ApiError`), or the end of the policy (`TransportError` / the last `ApiError`).
 
         With `recover`, returns whatever `recover()` found instead of a response, when it
-        finds something before an attempt is repeated.
+        finds something before an attempt is repeated. `retry`: this request's policy
+        instead of the transport's.
         """
-        policy = self.retry
+        policy = retry or self.retry
         attempt = 0
         started = time.monotonic()
         query = {k: v for k, v in (params or {}).items() if v is not None}

@@ -10,7 +10,9 @@ sends it back, closing the client connection after each answer. Rules change tha
   is safe;
 - `pause(method, path)`: when half of that request's body has arrived, the proxy stops
   reading and tells the test (`Pause.reached`); the request goes on only when the test sets
-  `Pause.go` (a client killed meanwhile never gets its request to the server).
+  `Pause.go` (a client killed meanwhile never gets its request to the server);
+- `answer(method, path, head)`: the request is read whole and answered with `head` (a status
+  line, headers and body) by the proxy itself; nothing reaches the server.
 
 Every request is logged as (method, path) so tests can count what the client sent, and the
 span of each (from its head's arrival to its answer's first byte sent, or its end) so they
@@ -31,9 +33,10 @@ from dataclasses import dataclass, field
 class Rule:
     method: str
     path: re.Pattern[str]
-    kind: str  # "drop" or "pause"
+    kind: str  # "drop", "pause" or "answer"
     times: int
     skip: int = 0
+    canned: bytes = b""  # the "answer" rule's whole answer
     reached: threading.Event = field(default_factory=threading.Event)
     go: threading.Event = field(default_factory=threading.Event)
     # Set once the proxy is done with the request this rule took: forwarded and answered, or
@@ -91,6 +94,13 @@ class FaultProxy:
     def pause(self, method: str, path: str, times: int = 1, skip: int = 0) -> Rule:
         """Hold the request (after `skip` matching ones) once half its body has arrived."""
         rule = Rule(method, re.compile(path), "pause", times, skip)
+        with self._lock:
+            self.rules.append(rule)
+        return rule
+
+    def answer(self, method: str, path: str, canned: bytes, times: int = 1) -> Rule:
+        """Answer the request with `canned` (the whole answer), never forwarding it."""
+        rule = Rule(method, re.compile(path), "answer", times, canned=canned)
         with self._lock:
             self.rules.append(rule)
         return rule
@@ -203,6 +213,11 @@ class FaultProxy:
             if rule is not None and rule.kind == "pause" and not paused:
                 rule.reached.set()
                 rule.go.wait(timeout=120)
+            if rule is not None and rule.kind == "answer":
+                rule.reached.set()
+                answered = time.monotonic()
+                conn.sendall(rule.canned)
+                return
             with self._lock:
                 self.forwarded.append((method, path, length))
             kept = [h for h in headers if h.split(":", 1)[0].strip().lower() != "connection"]

@@ -4,6 +4,7 @@ quota limits that must never be retried. Requests are counted at the proxy."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -126,8 +127,10 @@ def test_503s_past_the_retry_budget_stop_with_the_servers_message(
     assert result.code == 1
     assert result.json()["code"] == "unavailable"
     assert "Injected fault" in result.stderr
-    # helper.py and main.py were under way together: each tried 1 + 2 times, then it stopped.
-    assert proxy.count("POST", FILES_PATH) == 2 * 3
+    # helper.py and main.py were under way together: the first to give up tried 1 + 2 times;
+    # the other, at most as many, was not sent again once it had.
+    forwarded = [f for f in proxy.forwarded if re.search(FILES_PATH, f[1])]
+    assert 3 + 1 <= len(forwarded) <= 2 * 3
     assert Job.objects.count() == 0
 
 

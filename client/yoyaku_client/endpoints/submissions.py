@@ -12,7 +12,7 @@ from typing import Any
 from yoyaku_client.endpoints.base import ApiBase
 from yoyaku_client.models import FileInfo, Submission, SubmissionPage, UploadedFile
 from yoyaku_client.multipart import FilePart, ProgressCallback, multipart_body
-from yoyaku_client.transport import Body, Safety
+from yoyaku_client.transport import Body, RetryPolicy, Safety
 
 #: The metadata entry that ties a submission to the client's upload (its idempotency key), so
 #: that a lost answer, a killed process or a CI re-run finds the same draft again.
@@ -184,8 +184,10 @@ class SubmissionsApi(ApiBase):
         filename: str | None = None,
         sha256: str | None = None,
         progress: ProgressCallback | None = None,
+        retry: RetryPolicy | None = None,
     ) -> UploadedFile:
-        """`POST /api/submissions/{id}/files/`: one file, streamed.
+        """`POST /api/submissions/{id}/files/`: one file, streamed (`retry`: a policy of its
+        own instead of the client's).
 
         Safe to repeat: the server answers 200 with the stored file when the same name and
         content are already there, so a retry after a lost answer never fails with
@@ -197,6 +199,10 @@ class SubmissionsApi(ApiBase):
             [], [_file_part(path, filename, "file")], progress=progress, extra_headers=headers
         )
         response = self.transport.request(
-            "POST", f"/submissions/{submission_id}/files/", body=body, safety=Safety.SAFE
+            "POST",
+            f"/submissions/{submission_id}/files/",
+            body=body,
+            safety=Safety.SAFE,
+            retry=retry,
         )
         return UploadedFile.from_answer(response.json(), status_code=response.status_code)

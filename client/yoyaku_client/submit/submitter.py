@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 from yoyaku_client.client import Client
 from yoyaku_client.config import UploadState
+from yoyaku_client.errors import ConflictError, IdempotencyKeyReused
 from yoyaku_client.models import Submission
 from yoyaku_client.submit.hashing import HashQueue, default_idempotency_key
 from yoyaku_client.submit.options import SubmitOptions, SubmitResult
-from yoyaku_client.submit.packing import check_files, check_sizes, collect_files
+from yoyaku_client.submit.packing import LocalFile, check_files, check_sizes, collect_files
 from yoyaku_client.submit.reporting import Reporter
 from yoyaku_client.submit.resume import RETRY_STATUSES, ResumeSteps, retry_key
 from yoyaku_client.submit.upload import UploadSteps
@@ -99,7 +102,45 @@ class Submitter(ResumeSteps, UploadSteps):
                     f"draft {existing[0].submission_id} of this key holds other files or "
                     "settings; starting a new submission"
                 )
-            result = self._upload_and_enqueue(draft, key, state, files, options, left_out, hashes)
+            try:
+                result = self._upload_and_enqueue(
+                    draft, key, state, files, options, left_out, hashes
+                )
+            except (IdempotencyKeyReused, ConflictError) as exc:
+                # Another run of the key sealed first: its own draft (the job's key is taken)
+                # or the draft both carried on (a file sent after the seal is refused).
+                if isinstance(exc, ConflictError) and exc.code != "submission_sealed":
+                    raise
+                twin = self._twin(key, state, files, options, left_out)
+                if twin is None:
+                    raise
+                result = twin
             return dataclasses.replace(result, retried=retried)
         finally:
             hashes.close()
+
+    def _twin(
+        self,
+        key: str,
+        state: UploadState,
+        files: Sequence[LocalFile],
+        options: SubmitOptions,
+        left_out: list[Path],
+    ) -> SubmitResult | None:
+        """The job of the key was refused for this run's draft, or a file for the draft it
+        carried on: another run of the key (at the same time) sealed first. When its
+        submission holds these files, its job is this run's (replayed, as a later run would);
+        else None (the refusal stands)."""
+        ours = {f.name.lower(): f.sha256 for f in files}
+        for found in self._find_on_server(key):
+            stored = {f.filename.lower(): f.sha256 for f in found.files}
+            if found.status != "draft" and stored == ours:
+                self.reporter.message(
+                    f"another run of the key {key} sealed submission {found.submission_id} "
+                    f"first; draft {state.submission_id} is left to expire"
+                )
+                state.submission_id = found.submission_id
+                state.reservation_id = ""  # ours was released: the job was made without it
+                state.save()
+                return self._replay(found, key, state, files, options, left_out)
+        return None

@@ -4,37 +4,23 @@ enqueue the job with the key; any failure releases the slot."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from yoyaku_client.client import Client
 from yoyaku_client.config import ResumableState, UploadState
 from yoyaku_client.endpoints.uploads import UploadLimits
-from yoyaku_client.errors import ApiError, ConflictError, YoyakuError
+from yoyaku_client.errors import ApiError, ConflictError, ServerError, YoyakuError
 from yoyaku_client.models import FileInfo, Reservation, Submission, UploadedFile
 from yoyaku_client.multipart import ProgressCallback
+from yoyaku_client.submit.batch import Batch, Stopped
 from yoyaku_client.submit.hashing import HashQueue
 from yoyaku_client.submit.options import FileOutcome, SubmitOptions, SubmitResult
 from yoyaku_client.submit.packing import LocalFile
 from yoyaku_client.submit.reporting import Reporter
-
-
-@dataclass
-class _Batch:
-    """One upload's files under way: what each sender needs, and what they share."""
-
-    key: str
-    state: UploadState
-    options: SubmitOptions
-    hashes: HashQueue
-    count: int
-    started: int = 0
-    finished: int = 0
-    outcomes: dict[str, FileOutcome] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class _Extender:
@@ -179,7 +165,7 @@ class UploadSteps:
                 todo = [first, *(f for f in todo if f is not first)]
         # Hashes are known for every file by now except when uploading to a new draft with an
         # explicit key: there each is awaited just before its file is sent.
-        batch = _Batch(key, state, options, hashes, count=len(files))
+        batch = Batch(key, state, options, hashes, count=len(files))
         batch.started = batch.finished = len(files) - len(todo)
         for f in files:
             if f.name.lower() in stored:
@@ -195,11 +181,11 @@ class UploadSteps:
             self.reporter.upload_finished()
         return submission_id, [batch.outcomes[f.name] for f in files]
 
-    def _send_all(self, batch: _Batch, items: Sequence[LocalFile], submission_id: str) -> None:
+    def _send_all(self, batch: Batch, items: Sequence[LocalFile], submission_id: str) -> None:
         """Send `items` to the draft, `options.parallel` at a time: the next file starts as
         soon as one ends, so its bytes travel while the server keeps the one before. The first
         failure is raised once the files under way have ended (their outcomes in the state
-        file); the files not yet started are not sent."""
+        file); from that failure on, no file starts and none under way is sent again."""
         parallel = min(max(1, batch.options.parallel), len(items))
         if parallel <= 1:
             for item in items:
@@ -207,34 +193,57 @@ class UploadSteps:
             return
         pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="yoyaku-upload")
         try:
-            futures = [pool.submit(self._send, batch, item, submission_id) for item in items]
+            futures = [
+                pool.submit(self._send_or_stop, batch, item, submission_id) for item in items
+            ]
             for future in as_completed(futures):
                 if future.exception() is not None:
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    future.result()
+                    break
+            pool.shutdown(wait=True, cancel_futures=True)
         except BaseException:  # Ctrl-C: the process ends; the files under way are dropped
+            batch.stop()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
-        pool.shutdown(wait=True)
+        if batch.failure is not None:
+            raise batch.failure
 
-    def _send(self, batch: _Batch, item: LocalFile, submission_id: str) -> str:
+    def _send_or_stop(self, batch: Batch, item: LocalFile, submission_id: str) -> None:
+        """`_send` in a pool's thread. A failure stops the batch at once, before the pool's
+        thread takes the next file (which the main thread could not cancel in time), and is
+        kept as the batch's when it is the first."""
+        try:
+            self._send(batch, item, submission_id)
+        except Stopped:
+            return  # another file failed first: that failure is the batch's
+        except BaseException as exc:
+            batch.stop(exc)
+            raise
+
+    def _send(self, batch: Batch, item: LocalFile, submission_id: str) -> str:
         """Send one file (to `submission_id`, or as the new draft's first file when empty);
         the draft's id. Called from several threads: `batch.lock` guards the counts, the
         outcomes and the state file, and the reporter's calls."""
         batch.hashes.digest(item)
         with batch.lock:
+            if batch.stopped:
+                return submission_id  # another file failed: this one is not sent
             batch.started += 1
             self.reporter.file_started(item, batch.started, batch.count)
 
         def progress(sent: int, total: int) -> None:
             with batch.lock:
+                if sent == 0 and batch.stopped:  # an attempt begins: not after a failure
+                    raise Stopped
                 self.reporter.file_progress(item, sent, total)
 
         options = batch.options
         large = self.limits.max_upload_file_size
         action = "uploaded"
         if submission_id and item.size > large:
-            uploaded, action = self._send_resumable(submission_id, item, progress)
+            # Another file with these bytes would carry on the same upload at once, and only
+            # one of the two could become a file: the second starts once the first is attached.
+            with batch.content_lock(item):
+                uploaded, action = self._send_resumable(submission_id, item, progress)
             created = uploaded.created
         elif item.size > large:  # every file is large: the draft starts from an upload
             submission, action = self._create_from_resumable(item, batch.key, options, progress)
@@ -257,20 +266,56 @@ class UploadSteps:
             submission_id = submission.submission_id
             created = True
         else:
-            uploaded = self.client.upload_file(
-                submission_id, item.path, filename=item.name, sha256=item.sha256, progress=progress
-            )
+            uploaded = self._upload_when_room(batch, submission_id, item, progress)
             created = uploaded.created
         with batch.lock:
             batch.state.submission_id = submission_id
             batch.state.files[item.name] = item.sha256
             batch.state.save()
-            batch.finished += 1
+            batch.end()
             batch.outcomes[item.name] = FileOutcome(
                 item.name, item.size, item.sha256, action if created else "replayed"
             )
             self.reporter.file_finished(item, batch.finished, batch.count, created=created)
         return submission_id
+
+    def _upload_when_room(
+        self, batch: Batch, submission_id: str, item: LocalFile, progress: ProgressCallback
+    ) -> UploadedFile:
+        """`upload_file`. Refused 503 (the server holds too many of this client's bodies at
+        once) while another file of this run is being sent: sent again as soon as one has
+        ended, when its room is free, rather than after the server's `Retry-After`, so the
+        run makes room for itself instead of failing. When no other file is being sent, the
+        client's own policy (`Retry-After` honoured, its attempts). A quick try again always
+        follows another file's end, so they are bounded by the files. (A resumable upload
+        carries on from the server's offset with retries of its own.)"""
+        policy = self.client.transport.retry
+        at_once = dataclasses.replace(policy, retry_statuses=policy.retry_statuses - {503})
+        quick = True
+        while True:
+            with batch.lock:
+                ended = batch.finished
+                # Others are (or are about to be) sent beside this file: it is neither the
+                # last left nor sent one at a time (a file waiting for room is sent again).
+                others = quick and min(batch.options.parallel, batch.count - batch.finished) > 1
+            try:
+                return self.client.upload_file(
+                    submission_id,
+                    item.path,
+                    filename=item.name,
+                    sha256=item.sha256,
+                    progress=progress,
+                    retry=at_once if others else None,
+                )
+            except ServerError as exc:
+                if exc.status != 503:
+                    raise
+                if batch.wait_for_room(ended):
+                    quick = True  # another file ended: its room is free
+                    continue
+                if not others:
+                    raise  # the client's own policy ran out: the server is busy with others
+                quick = False  # no other file is being sent: the client's own policy next
 
     def _send_resumable(
         self, submission_id: str, item: LocalFile, progress: ProgressCallback
