@@ -42,6 +42,11 @@ NAMED_ONLY = {"chaos"}
 # The quick mode: per script, its arguments, its environment and a line its table always has.
 QUICK: dict[str, tuple[list[str], dict[str, str], str]] = {
     "bundle_memory": ([], {"BENCH_RUNS": "1", "BENCH_BUNDLE_MB": "1"}, "peak RSS growth"),
+    "client_busy": (
+        [],
+        {"BENCH_FILES": "3", "BENCH_FILE_MB": "1", "BENCH_SHARE_MB": "1.5", "BENCH_ROUNDS": "1"},
+        "finished",
+    ),
     "client_startup": (["--runs", "1"], {}, "submit-help"),
     "client_upload": (
         [],
