@@ -109,6 +109,19 @@ def many(tmp_path: Path) -> Path:
     return write_files(tmp_path / "many", files)
 
 
+def _killed_with_two_files_under_way(cli: Cli, proxy: FaultProxy, folder: Path, key: str) -> None:
+    """A run of `key` killed (SIGKILL) while its two senders are held at half a body; returns
+    once the proxy forwarded or gave up both, so the server holds what it will hold."""
+    held = [proxy.pause("POST", FILES_PATH) for _ in range(2)]
+    killed = cli.via(proxy.url).popen("submit", str(folder), "--idempotency-key", key)
+    for rule in held:
+        assert rule.reached.wait(timeout=60)
+    _kill(killed, signal.SIGKILL)
+    for rule in held:
+        rule.go.set()
+        assert rule.done.wait(timeout=60)
+
+
 def _names(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
@@ -200,14 +213,7 @@ def test_two_runs_of_one_key_at_once_end_with_the_one_job(
     cli: Cli, proxy: FaultProxy, many: Path, draft: bool
 ) -> None:
     if draft:  # a killed run left a draft of the key: both runs carry it on at once
-        first = [proxy.pause("POST", FILES_PATH) for _ in range(2)]
-        killed = cli.via(proxy.url).popen("submit", str(many), "--idempotency-key", "ci-42")
-        for rule in first:
-            assert rule.reached.wait(timeout=60)
-        _kill(killed, signal.SIGKILL)
-        for rule in first:
-            rule.go.set()
-            assert rule.done.wait(timeout=60)
+        _killed_with_two_files_under_way(cli, proxy, many, "ci-42")
     # Both runs hold their first two files: without a draft, each made its own before either
     # sealed one.
     held = [proxy.pause("POST", FILES_PATH) for _ in range(4)]
@@ -357,14 +363,7 @@ def test_the_bars_show_at_most_parallel_files_and_count_each_file_once(
 def test_a_run_whose_draft_another_run_of_the_key_sealed_meanwhile_ends_with_its_job(
     cli: Cli, proxy: FaultProxy, many: Path
 ) -> None:
-    first = [proxy.pause("POST", FILES_PATH) for _ in range(2)]
-    killed = cli.via(proxy.url).popen("submit", str(many), "--idempotency-key", "ci-43")
-    for rule in first:
-        assert rule.reached.wait(timeout=60)
-    _kill(killed, signal.SIGKILL)
-    for rule in first:
-        rule.go.set()
-        assert rule.done.wait(timeout=60)
+    _killed_with_two_files_under_way(cli, proxy, many, "ci-43")
     left = len(_names(many)) - SubmissionFile.objects.count()
     # Both runs send the files the draft lacks; the very last of those requests is held
     # until the other run has sealed the draft with the key's job.
