@@ -37,6 +37,7 @@ class Rule:
     times: int
     skip: int = 0
     canned: bytes = b""  # the "answer" rule's whole answer
+    held: bool = False  # the "answer" rule waits for `go` before answering
     reached: threading.Event = field(default_factory=threading.Event)
     go: threading.Event = field(default_factory=threading.Event)
     # Set once the proxy is done with the request this rule took: forwarded and answered, or
@@ -98,9 +99,12 @@ class FaultProxy:
             self.rules.append(rule)
         return rule
 
-    def answer(self, method: str, path: str, canned: bytes, times: int = 1) -> Rule:
-        """Answer the request with `canned` (the whole answer), never forwarding it."""
-        rule = Rule(method, re.compile(path), "answer", times, canned=canned)
+    def answer(
+        self, method: str, path: str, canned: bytes, times: int = 1, *, held: bool = False
+    ) -> Rule:
+        """Answer the request with `canned` (the whole answer), never forwarding it; with
+        `held`, once its body has arrived, only when the test sets `Rule.go`."""
+        rule = Rule(method, re.compile(path), "answer", times, canned=canned, held=held)
         with self._lock:
             self.rules.append(rule)
         return rule
@@ -215,6 +219,8 @@ class FaultProxy:
                 rule.go.wait(timeout=120)
             if rule is not None and rule.kind == "answer":
                 rule.reached.set()
+                if rule.held:
+                    rule.go.wait(timeout=120)
                 answered = time.monotonic()
                 conn.sendall(rule.canned)
                 return

@@ -19,7 +19,7 @@ import pytest
 
 from apps.jobs.models import Job
 from apps.submissions.models import SubmissionFile
-from tests.client.conftest import HELLO_CONFIG, HELLO_MAIN, Cli, write_files
+from tests.client.conftest import HELLO_CONFIG, HELLO_MAIN, Cli, CliResult, write_files
 from tests.client.proxy import FaultProxy
 from tests.processes import wait_for
 
@@ -295,18 +295,27 @@ def test_a_file_under_way_is_not_sent_again_once_another_was_refused(
         tmp_path / "two",
         {"main.py": HELLO_MAIN, "config.yaml": HELLO_CONFIG, "zz.py": "Z = 1\n"},
     )
-    # config.yaml makes the draft; main.py and zz.py go at once: the first to arrive is told
-    # to come back in 2 s (503), the other is refused for good (storage quota) meanwhile.
+    # config.yaml makes the draft; main.py and zz.py go at once, both held until both have
+    # arrived: the first to arrive is then told to come back in 2 s (503), and the other is
+    # refused for good (storage quota) meanwhile.
     busy = proxy.answer(
-        "POST", FILES_PATH, _canned("503 Service Unavailable", "unavailable", "Retry-After: 2\r\n")
+        "POST",
+        FILES_PATH,
+        _canned("503 Service Unavailable", "unavailable", "Retry-After: 2\r\n"),
+        held=True,
     )
     refused = proxy.answer(
-        "POST", FILES_PATH, _canned("429 Too Many Requests", "storage_quota_exceeded")
+        "POST", FILES_PATH, _canned("429 Too Many Requests", "storage_quota_exceeded"), held=True
     )
-    result = cli.via(proxy.url).run("submit", str(folder), "--json", YOYAKU_RETRY_MAX_DELAY="5")
-
-    assert busy.reached.is_set()
-    assert refused.reached.is_set()
+    process = cli.via(proxy.url).popen("submit", str(folder), "--json", YOYAKU_RETRY_MAX_DELAY="5")
+    assert busy.reached.wait(timeout=60)
+    assert refused.reached.wait(timeout=60), "the two files were not under way at once"
+    busy.go.set()
+    # The one told to come back waits for the other file (still under way) to end.
+    wait_for(lambda: busy.done.is_set(), 60, "the 503 to be answered")
+    refused.go.set()
+    out, err = process.communicate(timeout=120)
+    result = CliResult(process.returncode, out, err)
     assert result.code != 0, result.stderr
     assert result.json()["code"] == "storage_quota_exceeded"
     # The one told to come back sent no body again (at most its head): the run had failed.
