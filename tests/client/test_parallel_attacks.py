@@ -373,17 +373,21 @@ def test_a_run_whose_draft_another_run_of_the_key_sealed_meanwhile_ends_with_its
     cli: Cli, proxy: FaultProxy, many: Path
 ) -> None:
     _killed_with_two_files_under_way(cli, proxy, many, "ci-43")
-    left = len(_names(many)) - SubmissionFile.objects.count()
-    # Both runs send the files the draft lacks; the very last of those requests is held
-    # until the other run has sealed the draft with the key's job.
-    last = proxy.pause("POST", FILES_PATH, skip=2 * left - 1)
+    # Each run sends one file at a time, so the first two uploads held are one of each run:
+    # both carry the draft on. One is let go: its run sends the rest and seals the draft with
+    # the key's job; then the other's file reaches the sealed draft.
+    held = [proxy.pause("POST", FILES_PATH) for _ in range(2)]
     runs = [
-        cli.via(proxy.url).popen("submit", str(many), "--json", "--idempotency-key", "ci-43")
+        cli.via(proxy.url).popen(
+            "submit", str(many), "--json", "--idempotency-key", "ci-43", "--parallel", "1"
+        )
         for _ in range(2)
     ]
-    assert last.reached.wait(timeout=60)
-    wait_for(Job.objects.exists, 60, "the other run's job")
-    last.go.set()
+    for rule in held:
+        assert rule.reached.wait(timeout=60), "both runs were not sending"
+    held[0].go.set()
+    wait_for(Job.objects.exists, 60, "the job of the run let go")
+    held[1].go.set()
     ends = [run.communicate(timeout=120) for run in runs]
 
     for run, (_out, err) in zip(runs, ends, strict=True):
